@@ -1,0 +1,47 @@
+package v1alpha1
+
+// Condition types of FleetVirtualMachine. All are positive: True is good.
+const (
+	// ConditionReady: the VM is ready on every placed cluster.
+	ConditionReady = "Ready"
+	// ConditionPlaced: the placement decided enough clusters.
+	ConditionPlaced = "Placed"
+	// ConditionDelivered: the ApplicationSet exists and every decided
+	// cluster has its Application.
+	ConditionDelivered = "Delivered"
+	// ConditionAvailable: the VM is ready on at least one cluster.
+	ConditionAvailable = "Available"
+	// ConditionDegraded: some cluster reports a failure or is unknown.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition types of FleetDiskImage.
+const (
+	// ConditionInUse: some VM on some cluster references the image.
+	ConditionInUse = "InUse"
+)
+
+// Condition reasons.
+const (
+	ReasonReconciling         = "Reconciling"
+	ReasonPlacementPending    = "PlacementPending"
+	ReasonNoClusters          = "NoMatchingClusters"
+	ReasonNotEnoughClusters   = "NotEnoughClusters"
+	ReasonClustersDecided     = "ClustersDecided"
+	ReasonApplicationSetReady = "ApplicationSetReady"
+	ReasonApplicationsMissing = "ApplicationsMissing"
+	ReasonDeliveryFailed      = "DeliveryFailed"
+	ReasonAllReady            = "AllReady"
+	ReasonSomeNotReady        = "SomeNotReady"
+	ReasonNoneReady           = "NoneReady"
+	ReasonStopped             = "Stopped"
+	ReasonClustersUnknown     = "ClustersUnknown"
+	ReasonClustersFailed      = "ClustersFailed"
+	ReasonAsExpected          = "AsExpected"
+	ReasonWaitingForImage     = "WaitingForImage"
+	ReasonReferenced          = "Referenced"
+	ReasonUnreferenced        = "Unreferenced"
+	ReasonImporting           = "Importing"
+	ReasonImageReady          = "ImageReady"
+	ReasonImageFailed         = "ImageFailed"
+)

@@ -1,0 +1,453 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+)
+
+// RunStrategy is the fleet-wide power state of a FleetVirtualMachine. It is
+// written into every copy of the VM and wins over the template or git.
+// +kubebuilder:validation:Enum=Always;Halted;Manual;RerunOnFailure
+type RunStrategy string
+
+const (
+	RunStrategyAlways         RunStrategy = "Always"
+	RunStrategyHalted         RunStrategy = "Halted"
+	RunStrategyManual         RunStrategy = "Manual"
+	RunStrategyRerunOnFailure RunStrategy = "RerunOnFailure"
+)
+
+// DeletionPolicy says what happens to the VMs on the managed clusters when
+// the FleetVirtualMachine is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete removes the VMs from every cluster.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan removes the hub objects and leaves the VMs running.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// Prioritizer chooses how the placement ranks the clusters that qualify.
+// +kubebuilder:validation:Enum=FreeCapacity;Balance;Steady
+type Prioritizer string
+
+const (
+	// PrioritizerFreeCapacity prefers clusters with the most free CPU and
+	// memory, from the fleetvm-capacity AddOnPlacementScore.
+	PrioritizerFreeCapacity Prioritizer = "FreeCapacity"
+	// PrioritizerBalance spreads VMs over clusters (OCM's Balance prioritizer).
+	PrioritizerBalance Prioritizer = "Balance"
+	// PrioritizerSteady keeps existing decisions stable (OCM's Steady prioritizer).
+	PrioritizerSteady Prioritizer = "Steady"
+)
+
+// SyncMode says whether Argo CD syncs the VMs by itself.
+// +kubebuilder:validation:Enum=Automated;Manual
+type SyncMode string
+
+const (
+	SyncModeAutomated SyncMode = "Automated"
+	SyncModeManual    SyncMode = "Manual"
+)
+
+// FleetVirtualMachineSpec is the desired state of a FleetVirtualMachine.
+// +kubebuilder:validation:XValidation:rule="has(self.template) != has(self.source)",message="exactly one of template or source must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.template) == has(oldSelf.template)",message="template and source cannot be swapped: create a new FleetVirtualMachine"
+type FleetVirtualMachineSpec struct {
+	// template is the KubeVirt VirtualMachine (apiVersion kubevirt.io/v1,
+	// kind VirtualMachine, metadata, spec) delivered to every selected
+	// cluster. It is decoded strictly into the kubevirt.io/api types at
+	// admission. metadata.name defaults to the FleetVirtualMachine's name and
+	// metadata.namespace to its namespace; both are immutable (the webhook
+	// checks the namespace, CEL the name).
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:EmbeddedResource
+	// +kubebuilder:validation:XValidation:rule="self.apiVersion == 'kubevirt.io/v1' && self.kind == 'VirtualMachine'",message="template must be a kubevirt.io/v1 VirtualMachine"
+	// +kubebuilder:validation:XValidation:rule="(has(self.metadata) && has(self.metadata.name) ? self.metadata.name : '') == (has(oldSelf.metadata) && has(oldSelf.metadata.name) ? oldSelf.metadata.name : '')",message="template.metadata.name is immutable: renaming would strand the running VMs"
+	Template *runtime.RawExtension `json:"template,omitempty"`
+
+	// source delivers the VM from a git repository instead of an inline
+	// template.
+	// +optional
+	Source *GitSource `json:"source,omitempty"`
+
+	// placement selects the managed clusters the VM runs on.
+	// +required
+	Placement FleetPlacement `json:"placement"`
+
+	// runStrategy is the power state of every copy of the VM. It wins over
+	// the template or git.
+	// +optional
+	// +kubebuilder:default=Always
+	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
+
+	// diskImages are the FleetDiskImages, in this namespace, that the VM
+	// boots from. The VM on a cluster starts only once they are Ready there.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	DiskImages []DiskImageReference `json:"diskImages,omitempty"`
+
+	// deletionPolicy says what happens to the VMs on the clusters when this
+	// object is deleted: Delete removes them, Orphan leaves them running.
+	// +optional
+	// +kubebuilder:default=Delete
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// delivery tunes the Argo CD Applications that carry the VM.
+	// +optional
+	Delivery Delivery `json:"delivery,omitempty"`
+}
+
+// GitSource is a git repository path holding the VM manifests.
+type GitSource struct {
+	// repoURL is the git repository URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('git@')",message="repoURL must be an http(s), ssh or git@ URL"
+	RepoURL string `json:"repoURL"`
+
+	// path is the directory in the repository. The placeholder
+	// "{{environment}}" is replaced, per cluster, by the value of the
+	// cluster's environment label, to pick a per-environment overlay such as
+	// "vms/overlays/{{environment}}".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="path must be relative and must not contain '..'"
+	Path string `json:"path"`
+
+	// targetRevision is the branch, tag or commit. Defaults to HEAD.
+	// +optional
+	// +kubebuilder:default=HEAD
+	// +kubebuilder:validation:MaxLength=255
+	TargetRevision string `json:"targetRevision,omitempty"`
+
+	// kustomize options, passed to Argo CD.
+	// +optional
+	Kustomize *KustomizeOptions `json:"kustomize,omitempty"`
+
+	// helm options, passed to Argo CD.
+	// +optional
+	Helm *HelmOptions `json:"helm,omitempty"`
+}
+
+// KustomizeOptions are the kustomize settings passed to Argo CD.
+type KustomizeOptions struct {
+	// namePrefix is prepended to the names of the resources.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	NamePrefix string `json:"namePrefix,omitempty"`
+
+	// commonLabels are added to every resource.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	CommonLabels map[string]string `json:"commonLabels,omitempty"`
+}
+
+// HelmOptions are the Helm settings passed to Argo CD.
+type HelmOptions struct {
+	// valueFiles are values files in the repository, relative to path.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	ValueFiles []string `json:"valueFiles,omitempty"`
+
+	// values are inline Helm values, as YAML.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Values string `json:"values,omitempty"`
+}
+
+// FleetPlacement selects the managed clusters. It becomes an OCM Placement
+// decided by the OCM scheduler.
+type FleetPlacement struct {
+	// clusterSets are the ManagedClusterSets to choose from. FleetVM binds
+	// them to the Argo CD namespace. Empty means the "default" set.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	ClusterSets []string `json:"clusterSets,omitempty"`
+
+	// environment is the value the cluster's environment label (a hub
+	// setting, "env" by default) must have, such as "prod" or "dev".
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	Environment string `json:"environment,omitempty"`
+
+	// clusterSelector further restricts the clusters by label.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// clusters is how many clusters run a copy of the VM. Unset means every
+	// cluster that qualifies.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Clusters *int32 `json:"clusters,omitempty"`
+
+	// tolerations let the VM go to clusters with matching taints.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Tolerations []clusterv1beta1.Toleration `json:"tolerations,omitempty"`
+
+	// prioritizer ranks the clusters that qualify. FreeCapacity (default)
+	// prefers the clusters with the most free CPU and memory.
+	// +optional
+	// +kubebuilder:default=FreeCapacity
+	Prioritizer Prioritizer `json:"prioritizer,omitempty"`
+}
+
+// DiskImageReference names a FleetDiskImage in the same namespace.
+type DiskImageReference struct {
+	// name of the FleetDiskImage.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Delivery tunes the Argo CD Applications that carry the VM.
+type Delivery struct {
+	// project is the Argo CD AppProject of the Applications.
+	// +optional
+	// +kubebuilder:default=default
+	// +kubebuilder:validation:MaxLength=253
+	Project string `json:"project,omitempty"`
+
+	// syncMode is Automated (default): Argo CD applies changes by itself;
+	// or Manual: someone syncs in Argo CD.
+	// +optional
+	// +kubebuilder:default=Automated
+	SyncMode SyncMode `json:"syncMode,omitempty"`
+
+	// prune lets an automated sync remove objects no longer in the source.
+	// +optional
+	// +kubebuilder:default=true
+	Prune *bool `json:"prune,omitempty"`
+
+	// selfHeal lets an automated sync undo changes made on the cluster.
+	// +optional
+	// +kubebuilder:default=true
+	SelfHeal *bool `json:"selfHeal,omitempty"`
+
+	// createNamespace creates the VM's namespace on the cluster if missing.
+	// +optional
+	// +kubebuilder:default=true
+	CreateNamespace *bool `json:"createNamespace,omitempty"`
+}
+
+// ClusterPhase is where the VM stands on one cluster.
+// +kubebuilder:validation:Enum=Pending;WaitingForImage;Provisioning;Starting;Running;Stopping;Stopped;Failed;Leaving;Unknown
+type ClusterPhase string
+
+const (
+	// ClusterPhasePending: decided, not yet on the cluster.
+	ClusterPhasePending ClusterPhase = "Pending"
+	// ClusterPhaseWaitingForImage: a disk image is not Ready there yet.
+	ClusterPhaseWaitingForImage ClusterPhase = "WaitingForImage"
+	ClusterPhaseProvisioning    ClusterPhase = "Provisioning"
+	ClusterPhaseStarting        ClusterPhase = "Starting"
+	ClusterPhaseRunning         ClusterPhase = "Running"
+	ClusterPhaseStopping        ClusterPhase = "Stopping"
+	ClusterPhaseStopped         ClusterPhase = "Stopped"
+	ClusterPhaseFailed          ClusterPhase = "Failed"
+	// ClusterPhaseLeaving: the cluster left the decision; the VM stays
+	// until the grace period ends.
+	ClusterPhaseLeaving ClusterPhase = "Leaving"
+	// ClusterPhaseUnknown: the cluster is unreachable or has not reported.
+	ClusterPhaseUnknown ClusterPhase = "Unknown"
+)
+
+// ClusterStatus is the state of the VM on one managed cluster.
+type ClusterStatus struct {
+	// cluster is the ManagedCluster name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+
+	// environment is the cluster's environment label value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Environment string `json:"environment,omitempty"`
+
+	// phase summarizes the VM on this cluster.
+	// +optional
+	Phase ClusterPhase `json:"phase,omitempty"`
+
+	// printableStatus is KubeVirt's printableStatus of the VM.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PrintableStatus string `json:"printableStatus,omitempty"`
+
+	// ready is KubeVirt's ready flag of the VM.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// syncStatus is the Argo CD sync status of the cluster's Application.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	SyncStatus string `json:"syncStatus,omitempty"`
+
+	// health is the Argo CD health status of the cluster's Application.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Health string `json:"health,omitempty"`
+
+	// node the VM runs on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node,omitempty"`
+
+	// ipAddresses of the VM's interfaces.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=atomic
+	IPAddresses []string `json:"ipAddresses,omitempty"`
+
+	// message explains the phase.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// lastTransitionTime is when the phase last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// leavingSince is when the cluster dropped out of the placement
+	// decision. The VM is removed once the grace period has passed.
+	// +optional
+	LeavingSince *metav1.Time `json:"leavingSince,omitempty"`
+}
+
+// FleetSummary counts the clusters by state.
+type FleetSummary struct {
+	// desired is the number of clusters asked for (spec.placement.clusters),
+	// or the number decided when unset.
+	Desired int32 `json:"desired"`
+	// placed is the number of clusters in the placement decision.
+	Placed int32 `json:"placed"`
+	// ready is the number of clusters where the VM is ready.
+	Ready int32 `json:"ready"`
+	// running is the number of clusters where the VM runs.
+	Running int32 `json:"running"`
+	// stopped is the number of clusters where the VM is stopped.
+	Stopped int32 `json:"stopped"`
+	// failed is the number of clusters where the VM failed.
+	Failed int32 `json:"failed"`
+	// unknown is the number of clusters whose state is unknown.
+	Unknown int32 `json:"unknown"`
+}
+
+// PlacementStatus names the OCM Placement and its decision.
+type PlacementStatus struct {
+	// namespace of the Placement (the Argo CD namespace).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// name of the Placement.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+	// decidedClusters are the clusters in the current decision.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	DecidedClusters []string `json:"decidedClusters,omitempty"`
+}
+
+// DiskImageUsage is one disk image the VM uses.
+type DiskImageUsage struct {
+	// name of the FleetDiskImage.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// readyClusters is the number of this VM's clusters where it is Ready.
+	ReadyClusters int32 `json:"readyClusters"`
+	// references is the number of VMs using it across the fleet.
+	References int32 `json:"references"`
+}
+
+// FleetVirtualMachineStatus is the observed state of a FleetVirtualMachine.
+type FleetVirtualMachineStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Placed, Delivered, Available, Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// placement is the Placement and its decision.
+	// +optional
+	Placement *PlacementStatus `json:"placement,omitempty"`
+
+	// clusters has one entry per cluster the VM is on or going to.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=10000
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+
+	// summary counts the clusters by state.
+	// +optional
+	Summary FleetSummary `json:"summary,omitempty"`
+
+	// diskImages are the disk images the VM uses.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	DiskImages []DiskImageUsage `json:"diskImages,omitempty"`
+}
+
+// FleetVirtualMachine is one KubeVirt VirtualMachine run on the managed
+// clusters an OCM Placement selects, delivered by Argo CD, with the state of
+// every copy reported back here.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: it names the VM and labels it on every cluster"
+// +kubebuilder:resource:shortName=fvm,categories=fleetvm
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.summary.desired`
+// +kubebuilder:printcolumn:name="Placed",type=integer,JSONPath=`.status.summary.placed`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.summary.ready`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.summary.running`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FleetVirtualMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec FleetVirtualMachineSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status FleetVirtualMachineStatus `json:"status,omitempty"`
+}
+
+// FleetVirtualMachineList is a list of FleetVirtualMachines.
+//
+// +kubebuilder:object:root=true
+type FleetVirtualMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FleetVirtualMachine `json:"items"`
+}

@@ -1,0 +1,42 @@
+// Command pdeathsig runs a binary of bin/ so that the kernel kills it when
+// the process that started it dies.
+//
+// The test environment starts kube-apiserver and etcd through links to this
+// program named after them (bin/pdeathsig/kube-apiserver -> pdeathsig). It
+// asks the kernel for SIGKILL on parent death, then execs bin/<its own name>
+// in place: same PID, same arguments, so signals from the test environment
+// reach the real process, and a test binary that panics or times out leaves
+// no API server or etcd behind.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "pdeathsig: prctl: %v\n", err)
+		os.Exit(1)
+	}
+	if os.Getppid() == 1 {
+		// The parent died before prctl took effect.
+		os.Exit(1)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pdeathsig: %v\n", err)
+		os.Exit(1)
+	}
+	// self resolves the link to bin/pdeathsig-shim; the real binary sits in
+	// the same folder under the name the link was called by.
+	real := filepath.Join(filepath.Dir(self), filepath.Base(os.Args[0]))
+	if err := syscall.Exec(real, append([]string{real}, os.Args[1:]...), os.Environ()); err != nil {
+		fmt.Fprintf(os.Stderr, "pdeathsig: exec %s: %v\n", real, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,229 @@
+// Package fleetenv starts a local OCM fleet for tests and the local fleet:
+// one hub and any number of spokes, each a real kube-apiserver and etcd
+// (controller-runtime envtest), with every CRD FleetVM talks to installed and
+// the real OCM placement scheduler running in-process against the hub.
+//
+// kube-apiserver and etcd are built from the Go module proxy into bin/ by
+// `make test-binaries`. They are started through bin/pdeathsig so the kernel
+// kills them if the test binary dies without cleaning up.
+package fleetenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/openshift/library-go/pkg/controller/controllercmd"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	placementcontrollers "open-cluster-management.io/ocm/pkg/placement/controllers"
+)
+
+// Options configure a fleet.
+type Options struct {
+	// Spokes are the names of the spoke clusters to start. Each spoke gets
+	// its own API server. ManagedClusters are not registered automatically:
+	// call RegisterManagedCluster so each test states the labels it needs.
+	Spokes []string
+
+	// NoPlacementController skips the in-process OCM placement scheduler.
+	NoPlacementController bool
+
+	// HubWebhook, when set, is installed into the hub so that its API server
+	// calls webhooks served by the test process.
+	HubWebhook *envtest.WebhookInstallOptions
+
+	// Scheme is used for the clients; DefaultScheme when nil.
+	Scheme *runtime.Scheme
+}
+
+// Cluster is one running API server.
+type Cluster struct {
+	// Name is the cluster's name: "hub" or the spoke's name.
+	Name string
+	// Config is an admin rest.Config.
+	Config *rest.Config
+	// Client is an admin client with Scheme.
+	Client client.Client
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+
+	env *envtest.Environment
+}
+
+// Fleet is a running hub and its spokes.
+type Fleet struct {
+	Hub    *Cluster
+	Spokes []*Cluster
+	Scheme *runtime.Scheme
+
+	dir          string
+	cancel       context.CancelFunc
+	placementErr chan error
+	stopOnce     sync.Once
+}
+
+// Start starts the hub and the spokes in parallel and, unless disabled, the
+// OCM placement scheduler. Call Stop when done (also on error paths: Start
+// stops what it started when it fails).
+func Start(ctx context.Context, opts Options) (*Fleet, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := binaryAssets(root)
+	if err != nil {
+		return nil, err
+	}
+	crds, err := crdPaths(root)
+	if err != nil {
+		return nil, err
+	}
+	scheme := opts.Scheme
+	if scheme == nil {
+		scheme = DefaultScheme()
+	}
+	dir, err := os.MkdirTemp("", "fleetenv-")
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{Scheme: scheme, dir: dir}
+
+	hubEnv := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true},
+		ControlPlaneStopTimeout: 20 * time.Second,
+	}
+	if opts.HubWebhook != nil {
+		hubEnv.WebhookInstallOptions = *opts.HubWebhook
+	}
+	f.Hub = &Cluster{Name: "hub", env: hubEnv}
+	for _, name := range opts.Spokes {
+		f.Spokes = append(f.Spokes, &Cluster{Name: name, env: &envtest.Environment{
+			BinaryAssetsDirectory:   assets,
+			CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.spoke, ErrorIfPathMissing: true},
+			ControlPlaneStopTimeout: 20 * time.Second,
+		}})
+	}
+
+	all := append([]*Cluster{f.Hub}, f.Spokes...)
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.start(scheme, dir)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = f.Stop()
+		return nil, err
+	}
+	if opts.HubWebhook != nil {
+		*opts.HubWebhook = hubEnv.WebhookInstallOptions
+	}
+
+	if !opts.NoPlacementController {
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f.cancel = cancel
+		f.placementErr = make(chan error, 1)
+		go func() {
+			f.placementErr <- placementcontrollers.RunControllerManager(pctx, &controllercmd.ControllerContext{
+				KubeConfig: rest.CopyConfig(f.Hub.Config),
+			})
+		}()
+	}
+	return f, nil
+}
+
+func (c *Cluster) start(scheme *runtime.Scheme, dir string) error {
+	cfg, err := c.env.Start()
+	if err != nil {
+		return fmt.Errorf("start %s API server: %w", c.Name, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	c.Config = cfg
+	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("%s client: %w", c.Name, err)
+	}
+	c.Kubeconfig = filepath.Join(dir, c.Name+".kubeconfig")
+	return writeKubeconfig(c.Kubeconfig, c.Name, cfg)
+}
+
+// Stop stops the placement scheduler and every API server and etcd, and
+// removes the temporary files. It is safe to call more than once.
+func (f *Fleet) Stop() error {
+	var errs []error
+	f.stopOnce.Do(func() {
+		if f.cancel != nil {
+			f.cancel()
+			<-f.placementErr
+		}
+		all := append([]*Cluster{f.Hub}, f.Spokes...)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, c := range all {
+			if c == nil || c.Config == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.env.Stop(); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		_ = os.RemoveAll(f.dir)
+	})
+	return errors.Join(errs...)
+}
+
+// Spoke returns the spoke called name, or nil.
+func (f *Fleet) Spoke(name string) *Cluster {
+	for _, s := range f.Spokes {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Dir is a temporary folder that lives as long as the fleet.
+func (f *Fleet) Dir() string { return f.dir }
+
+// AddUser creates a user on the cluster (envtest's authentication) and
+// returns a rest.Config acting as it. Used to test RBAC with real
+// authorization.
+func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s to %s: %w", name, c.Name, err)
+	}
+	return u.Config(), nil
+}
+
+func writeKubeconfig(path, name string, cfg *rest.Config) error {
+	kc := clientcmdConfig(name, cfg)
+	return clientcmd.WriteToFile(kc, path)
+}
+
+// ensureNamespace creates ns if it does not exist.
+func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: objectMeta(ns, "")})
+	return client.IgnoreAlreadyExists(err)
+}

@@ -1,0 +1,284 @@
+package foundation
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// seedVM returns a VirtualMachine of seed 000, unchanged, as YAML indented
+// to sit under spec.template.
+func seedVM(t *testing.T, name string) string {
+	t.Helper()
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "test", "testdata", "seed000", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return indent(string(b), "    ")
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+const minimalVM = `
+    apiVersion: kubevirt.io/v1
+    kind: VirtualMachine
+    spec:
+      template:
+        spec:
+          domain:
+            memory: {guest: 2Gi}
+            devices: {}`
+
+// create sends a manifest to the hub as is: unstructured, so the Go types
+// never smooth over a bad field before the API server sees it.
+func create(t *testing.T, manifest string) error {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		t.Fatalf("test manifest does not parse: %v\n%s", err, manifest)
+	}
+	return fleet(t).Hub.Client.Create(t.Context(), obj)
+}
+
+// TestSeedVMsAccepted: the three VMs of seed 000 (RHEL9 with cloud-init,
+// Windows 10 and Server 2019 with bridged NICs and a data disk) are accepted
+// unchanged as templates by the real API server and the webhook.
+func TestSeedVMsAccepted(t *testing.T) {
+	for _, name := range []string{"rhel9", "windows10", "server2019"} {
+		t.Run(name, func(t *testing.T) {
+			ns := "seeds"
+			if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+				t.Fatal(err)
+			}
+			manifest := `
+apiVersion: fleetvm.io/v1alpha1
+kind: FleetVirtualMachine
+metadata:
+  name: example-` + name + `
+  namespace: ` + ns + `
+spec:
+  placement:
+    environment: prod
+  template:
+` + seedVM(t, name)
+			if err := create(t, manifest); err != nil {
+				t.Fatalf("seed VM %s rejected: %v", name, err)
+			}
+			var got fleetv1alpha1.FleetVirtualMachine
+			if err := fleet(t).Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "example-" + name}, &got); err != nil {
+				t.Fatal(err)
+			}
+			// Nothing of the VM was pruned: the stored template is the seed.
+			var want, stored map[string]any
+			if err := yaml.Unmarshal([]byte(strings.ReplaceAll(seedVM(t, name), "\n    ", "\n")), &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(got.Spec.Template.Raw, &stored); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, stored); diff != "" {
+				t.Errorf("stored template differs from the seed VM (-want,+got):\n%s", diff)
+			}
+			if got.Spec.RunStrategy != fleetv1alpha1.RunStrategyAlways || got.Spec.DeletionPolicy != fleetv1alpha1.DeletionPolicyDelete {
+				t.Errorf("defaults: runStrategy=%q deletionPolicy=%q, want Always and Delete", got.Spec.RunStrategy, got.Spec.DeletionPolicy)
+			}
+		})
+	}
+}
+
+// TestInvalidObjectsRejected: bad FleetVirtualMachines and FleetDiskImages
+// are refused by the real API server (OpenAPI, CEL) or the webhook, with a
+// message naming the offending field and the reason.
+func TestInvalidObjectsRejected(t *testing.T) {
+	const ns = "invalid"
+	if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	fvm := func(name, spec string) string {
+		return "apiVersion: fleetvm.io/v1alpha1\nkind: FleetVirtualMachine\nmetadata:\n  name: " + name +
+			"\n  namespace: " + ns + "\nspec:\n" + spec
+	}
+	fdi := func(name, spec string) string {
+		return "apiVersion: fleetvm.io/v1alpha1\nkind: FleetDiskImage\nmetadata:\n  name: " + name +
+			"\n  namespace: " + ns + "\nspec:\n" + spec
+	}
+	cases := map[string]struct {
+		manifest string
+		// want are substrings the error must contain: the field and the reason.
+		want []string
+	}{
+		"template and source both set": {
+			manifest: fvm("both", "  placement: {}\n  source: {repoURL: https://git.example/vms.git, path: vms}\n  template:"+minimalVM),
+			want:     []string{"spec", "exactly one of template or source"},
+		},
+		"neither template nor source": {
+			manifest: fvm("neither", "  placement: {environment: prod}\n"),
+			want:     []string{"spec", "exactly one of template or source"},
+		},
+		"clusters zero": {
+			manifest: fvm("zero", "  placement: {clusters: 0}\n  template:"+minimalVM),
+			want:     []string{"spec.placement.clusters", "greater than or equal to 1"},
+		},
+		"environment not a label value": {
+			manifest: fvm("badenv", "  placement: {environment: 'prod env!'}\n  template:"+minimalVM),
+			want:     []string{"spec.placement.environment", "should match"},
+		},
+		"runStrategy not an enum value": {
+			manifest: fvm("badrun", "  runStrategy: Sometimes\n  placement: {}\n  template:"+minimalVM),
+			want:     []string{"spec.runStrategy", "Unsupported value", "Always"},
+		},
+		"deletionPolicy not an enum value": {
+			manifest: fvm("baddel", "  deletionPolicy: Keep\n  placement: {}\n  template:"+minimalVM),
+			want:     []string{"spec.deletionPolicy", "Unsupported value", "Orphan"},
+		},
+		"template not a VirtualMachine": {
+			manifest: fvm("notvm", "  placement: {}\n  template:\n    apiVersion: v1\n    kind: Pod\n    spec: {}\n"),
+			want:     []string{"spec.template", "must be a kubevirt.io/v1 VirtualMachine"},
+		},
+		"template with unknown field": {
+			manifest: fvm("typo", "  placement: {}\n  template:"+strings.Replace(minimalVM, "memory: {guest: 2Gi}", "memory: {guest: 2Gi}\n            cpuu: {cores: 2}", 1)),
+			want:     []string{"spec.template.spec.template.spec.domain.cpuu", "unknown field"},
+		},
+		"template with wrong type": {
+			manifest: fvm("wrongtype", "  placement: {}\n  template:"+strings.Replace(minimalVM, "memory: {guest: 2Gi}", "memory: {guest: 2Gi}\n            cpu: {cores: four}", 1)),
+			want:     []string{"spec.template.spec.template.spec.domain.cpu.cores", "wrong type"},
+		},
+		"template without memory": {
+			manifest: fvm("nomem", "  placement: {}\n  template:"+strings.Replace(minimalVM, "memory: {guest: 2Gi}", "cpu: {cores: 2}", 1)),
+			want:     []string{"spec.template.spec.template.spec.domain.memory.guest", "memory"},
+		},
+		"disk without volume": {
+			manifest: fvm("novolume", "  placement: {}\n  template:"+strings.Replace(minimalVM, "devices: {}", "devices: {disks: [{name: rootdisk, disk: {bus: virtio}}]}", 1)),
+			want:     []string{"spec.template.spec.template.spec.domain.devices.disks[0].name", "no volume"},
+		},
+		"name longer than 63": {
+			manifest: fvm(strings.Repeat("a", 64), "  placement: {}\n  template:"+minimalVM),
+			want:     []string{"metadata.name", "at most 63 characters"},
+		},
+		"cluster set not a name": {
+			manifest: fvm("badset", "  placement: {clusterSets: [Prod_Set]}\n  template:"+minimalVM),
+			want:     []string{"spec.placement.clusterSets[0]", "should match"},
+		},
+		"git path escapes the repository": {
+			manifest: fvm("escape", "  placement: {}\n  source: {repoURL: https://git.example/vms.git, path: ../etc}\n"),
+			want:     []string{"spec.source.path", "must be relative"},
+		},
+		"disk image with two sources": {
+			manifest: fdi("twosources", "  source:\n    http: {url: https://images.example/rhel9.qcow2}\n    registry: {url: docker://quay.example/rhel9:latest}\n  storage: {size: 30Gi}\n"),
+			want:     []string{"spec.source", "exactly one of http, registry or s3"},
+		},
+		"disk image http url not http": {
+			manifest: fdi("ftp", "  source:\n    http: {url: ftp://images.example/rhel9.qcow2}\n  storage: {size: 30Gi}\n"),
+			want:     []string{"spec.source.http.url", "must start with http:// or https://"},
+		},
+		"disk image s3 without secret": {
+			manifest: fdi("nosecret", "  source:\n    s3: {url: s3://bucket/rhel9.qcow2}\n  storage: {size: 30Gi}\n"),
+			want:     []string{"spec.source.s3.secretRef", "Required value"},
+		},
+		"disk image zero size": {
+			manifest: fdi("zerosize", "  source:\n    http: {url: https://images.example/rhel9.qcow2}\n  storage: {size: '0'}\n"),
+			want:     []string{"spec.storage.size", "greater than zero"},
+		},
+		"disk image negative retention": {
+			manifest: fdi("negretention", "  source:\n    http: {url: https://images.example/rhel9.qcow2}\n  storage: {size: 30Gi}\n  retention: -1h\n"),
+			want:     []string{"spec.retention", "must not be negative"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := create(t, tc.manifest)
+			if err == nil {
+				t.Fatalf("accepted, want rejected with %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("error is %v (reason %q), want Invalid", err, apierrors.ReasonForError(err))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestImmutableFields: changes that would strand running VMs are refused.
+func TestImmutableFields(t *testing.T) {
+	const ns = "immutable"
+	if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	base := "apiVersion: fleetvm.io/v1alpha1\nkind: FleetVirtualMachine\nmetadata:\n  name: vm\n  namespace: " + ns +
+		"\nspec:\n  placement: {}\n  template:" + strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: web, namespace: apps}", 1)
+	if err := create(t, base); err != nil {
+		t.Fatal(err)
+	}
+	c := fleet(t).Hub.Client
+	cases := map[string]struct {
+		mutate func(*fleetv1alpha1.FleetVirtualMachine)
+		want   []string
+	}{
+		"rename the VM": {
+			mutate: func(f *fleetv1alpha1.FleetVirtualMachine) {
+				f.Spec.Template.Raw = []byte(strings.Replace(string(f.Spec.Template.Raw), `"name":"web"`, `"name":"web2"`, 1))
+			},
+			want: []string{"spec.template", "template.metadata.name is immutable"},
+		},
+		"move the VM": {
+			mutate: func(f *fleetv1alpha1.FleetVirtualMachine) {
+				f.Spec.Template.Raw = []byte(strings.Replace(string(f.Spec.Template.Raw), `"namespace":"apps"`, `"namespace":"apps2"`, 1))
+			},
+			want: []string{"spec.template.metadata.namespace", "immutable"},
+		},
+		"swap template for source": {
+			mutate: func(f *fleetv1alpha1.FleetVirtualMachine) {
+				f.Spec.Template = nil
+				f.Spec.Source = &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vms"}
+			},
+			want: []string{"spec", "cannot be swapped"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var f fleetv1alpha1.FleetVirtualMachine
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "vm"}, &f); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(f.Spec.Template.Raw), `"name":"web"`) {
+				t.Fatalf("test setup: stored template %s", f.Spec.Template.Raw)
+			}
+			tc.mutate(&f)
+			err := c.Update(t.Context(), &f)
+			if err == nil {
+				t.Fatal("update accepted, want rejected")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
