@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -99,8 +101,8 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	f := &Fleet{Scheme: scheme, dir: dir}
 
 	hubEnv := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true},
+		BinaryAssetsDirectory:   assets,
+		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true},
 		ControlPlaneStopTimeout: 20 * time.Second,
 	}
 	if opts.HubWebhook != nil {
@@ -135,6 +137,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	}
 
 	if !opts.NoPlacementController {
+		quietKlog()
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		f.cancel = cancel
 		f.placementErr = make(chan error, 1)
@@ -145,6 +148,16 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		}()
 	}
 	return f, nil
+}
+
+// quietKlog silences the placement scheduler's klog output, which would
+// bury test failures, unless FLEETENV_VERBOSE is set.
+func quietKlog() {
+	if os.Getenv("FLEETENV_VERBOSE") != "" {
+		return
+	}
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 }
 
 func (c *Cluster) start(scheme *runtime.Scheme, dir string) error {
@@ -201,6 +214,11 @@ func (f *Fleet) Spoke(name string) *Cluster {
 		}
 	}
 	return nil
+}
+
+// URLs returns the API server and etcd URLs of the cluster.
+func (c *Cluster) URLs() (apiserver, etcd string) {
+	return c.env.ControlPlane.APIServer.SecureServing.URL("https", "/").String(), c.env.ControlPlane.Etcd.URL.String()
 }
 
 // Dir is a temporary folder that lives as long as the fleet.

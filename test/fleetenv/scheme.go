@@ -2,11 +2,13 @@ package fleetenv
 
 import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -25,6 +27,7 @@ func DefaultScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
 		fleetv1alpha1.AddToScheme,
 		clusterv1.Install,
 		clusterv1alpha1.Install,
@@ -58,4 +61,13 @@ func clientcmdConfig(name string, cfg *rest.Config) clientcmdapi.Config {
 
 func objectMeta(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace}
+}
+
+// RestConfigFromKubeconfig loads a kubeconfig file.
+func RestConfigFromKubeconfig(path string) (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", path)
+}
+
+func newCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{}
 }
