@@ -20,6 +20,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&FleetVirtualMachine{}, &FleetVirtualMachineList{},
 		&FleetDiskImage{}, &FleetDiskImageList{},
+		&VMReport{}, &VMReportList{},
+		&ImageInventory{}, &ImageInventoryList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
