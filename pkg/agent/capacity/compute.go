@@ -1,0 +1,173 @@
+// Package capacity computes a spoke's free capacity and publishes it to the
+// hub as the fleetvm-capacity AddOnPlacementScore.
+package capacity
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+)
+
+// LabelKubeVirtSchedulable is the node label virt-handler sets on nodes that
+// can run VMs. When any node carries it, only nodes with value "true" count.
+const LabelKubeVirtSchedulable = "kubevirt.io/schedulable"
+
+// Free is the CPU and memory left on one node.
+type Free struct {
+	Node   string
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}
+
+// Schedulable tells which nodes may run VMs: Ready, not cordoned and, when
+// any node carries the kubevirt.io/schedulable label, labelled "true".
+func Schedulable(nodes []corev1.Node) []corev1.Node {
+	labelled := slices.ContainsFunc(nodes, func(n corev1.Node) bool {
+		_, ok := n.Labels[LabelKubeVirtSchedulable]
+		return ok
+	})
+	var out []corev1.Node
+	for _, n := range nodes {
+		if n.Spec.Unschedulable || !nodeReady(&n) {
+			continue
+		}
+		if labelled && n.Labels[LabelKubeVirtSchedulable] != "true" {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Terminated tells whether a pod no longer holds its requests.
+func Terminated(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// PodRequests is what a pod asks its node for: the sum of its containers'
+// requests, at least the largest init container's, plus its overhead.
+func PodRequests(p *corev1.Pod) (cpu, memory resource.Quantity) {
+	for _, c := range p.Spec.Containers {
+		cpu.Add(*c.Resources.Requests.Cpu())
+		memory.Add(*c.Resources.Requests.Memory())
+	}
+	for _, c := range p.Spec.InitContainers {
+		if q := c.Resources.Requests.Cpu(); q.Cmp(cpu) > 0 {
+			cpu = q.DeepCopy()
+		}
+		if q := c.Resources.Requests.Memory(); q.Cmp(memory) > 0 {
+			memory = q.DeepCopy()
+		}
+	}
+	if q, ok := p.Spec.Overhead[corev1.ResourceCPU]; ok {
+		cpu.Add(q)
+	}
+	if q, ok := p.Spec.Overhead[corev1.ResourceMemory]; ok {
+		memory.Add(q)
+	}
+	return cpu, memory
+}
+
+// FreeByNode returns, for every schedulable node sorted by name, its
+// allocatable CPU and memory minus the requests of the non-terminated pods
+// bound to it (never below zero).
+func FreeByNode(nodes []corev1.Node, pods []corev1.Pod) []Free {
+	sched := Schedulable(nodes)
+	index := make(map[string]int, len(sched))
+	out := make([]Free, 0, len(sched))
+	for _, n := range sched {
+		index[n.Name] = len(out)
+		out = append(out, Free{
+			Node:   n.Name,
+			CPU:    n.Status.Allocatable.Cpu().DeepCopy(),
+			Memory: n.Status.Allocatable.Memory().DeepCopy(),
+		})
+	}
+	for i := range pods {
+		p := &pods[i]
+		idx, ok := index[p.Spec.NodeName]
+		if !ok || Terminated(p) {
+			continue
+		}
+		cpu, mem := PodRequests(p)
+		out[idx].CPU.Sub(cpu)
+		out[idx].Memory.Sub(mem)
+	}
+	for i := range out {
+		if out[i].CPU.Sign() < 0 {
+			out[i].CPU = resource.Quantity{}
+		}
+		if out[i].Memory.Sign() < 0 {
+			out[i].Memory = resource.Quantity{}
+		}
+	}
+	slices.SortFunc(out, func(a, b Free) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// Fits is how many VMs of the shape fit on the free capacity of one node.
+func Fits(f Free, s capacity.Shape) int64 {
+	cpu, mem := s.CPU.MilliValue(), s.Memory.Value()
+	if cpu <= 0 && mem <= 0 {
+		return capacity.MaxScore
+	}
+	n := int64(-1)
+	if cpu > 0 {
+		n = f.CPU.MilliValue() / cpu
+	}
+	if mem > 0 {
+		m := f.Memory.Value() / mem
+		if n < 0 || m < n {
+			n = m
+		}
+	}
+	return n
+}
+
+// Scores computes the fleetvm-capacity scores of a spoke, sorted by name:
+// the normalized free CPU and memory summed over schedulable nodes, and for
+// each shape how many such VMs fit, counted per node and capped at
+// capacity.MaxScore.
+func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape) []clusterv1alpha1.AddOnPlacementScoreItem {
+	free := FreeByNode(nodes, pods)
+	var cpu, mem resource.Quantity
+	for _, f := range free {
+		cpu.Add(f.CPU)
+		mem.Add(f.Memory)
+	}
+	byName := map[string]int32{
+		capacity.ScoreCPUFree:    capacity.Normalize(cpu, capacity.ReferenceCPU),
+		capacity.ScoreMemoryFree: capacity.Normalize(mem, capacity.ReferenceMemory),
+	}
+	for _, s := range shapes {
+		var n int64
+		for _, f := range free {
+			n += Fits(f, s)
+			if n >= capacity.MaxScore {
+				n = capacity.MaxScore
+				break
+			}
+		}
+		byName[s.Name()] = int32(n)
+	}
+	out := make([]clusterv1alpha1.AddOnPlacementScoreItem, 0, len(byName))
+	for name, v := range byName {
+		out = append(out, clusterv1alpha1.AddOnPlacementScoreItem{Name: name, Value: v})
+	}
+	slices.SortFunc(out, func(a, b clusterv1alpha1.AddOnPlacementScoreItem) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
