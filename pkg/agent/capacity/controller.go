@@ -199,7 +199,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced(key, d, nil, nodeChanged))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, debounced(key, d, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }, podChanged))).
 		WatchesRawSource(source.Kind(hub.GetCache(), &corev1.ConfigMap{}, debounced(key, d,
-			func(cm *corev1.ConfigMap) bool { return inNamespace(cm) && cm.Name == fleetv1alpha1.ShapesConfigMapName },
+			func(cm *corev1.ConfigMap) bool {
+				return inNamespace(cm) && cm.Name == fleetv1alpha1.ShapesConfigMapName
+			},
 			func(o, n *corev1.ConfigMap) bool { return !apiequality.Semantic.DeepEqual(o.Data, n.Data) }))).
 		WatchesRawSource(source.Kind(hub.GetCache(), &clusterv1alpha1.AddOnPlacementScore{}, debounced(key, d,
 			func(s *clusterv1alpha1.AddOnPlacementScore) bool {
