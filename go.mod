@@ -45,10 +45,13 @@ require (
 	github.com/openshift/library-go v0.0.0-20251120164824-14a789e09884
 	golang.org/x/sys v0.39.0
 	k8s.io/api v0.34.10
+	k8s.io/apiextensions-apiserver v0.34.10
 	k8s.io/apimachinery v0.34.10
 	k8s.io/client-go v0.34.10
 	k8s.io/klog/v2 v2.130.1
+	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	kubevirt.io/api v1.7.0
+	kubevirt.io/containerized-data-importer-api v1.63.1
 	open-cluster-management.io/addon-framework v1.2.0
 	open-cluster-management.io/api v1.2.0
 	open-cluster-management.io/ocm v1.2.1
@@ -111,6 +114,7 @@ require (
 	github.com/go-git/go-git/v5 v5.14.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.21.1 // indirect
 	github.com/go-openapi/jsonreference v0.21.0 // indirect
 	github.com/go-openapi/swag v0.23.1 // indirect
@@ -226,7 +230,6 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	helm.sh/helm/v3 v3.19.5 // indirect
-	k8s.io/apiextensions-apiserver v0.34.10 // indirect
 	k8s.io/apiserver v0.34.10 // indirect
 	k8s.io/cli-runtime v0.34.10 // indirect
 	k8s.io/component-base v0.34.10 // indirect
@@ -237,8 +240,6 @@ require (
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
 	k8s.io/kubectl v0.34.3 // indirect
 	k8s.io/kubernetes v1.34.2 // indirect
-	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
-	kubevirt.io/containerized-data-importer-api v1.63.1 // indirect
 	kubevirt.io/controller-lifecycle-operator-sdk/api v0.0.0-20220329064328-f3cc58c6ed90 // indirect
 	open-cluster-management.io/sdk-go v1.2.0 // indirect
 	oras.land/oras-go/v2 v2.6.0 // indirect

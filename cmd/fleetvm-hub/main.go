@@ -1,0 +1,101 @@
+// Command fleetvm-hub runs FleetVM on an OCM hub: the FleetVirtualMachine
+// controller, the admission webhooks, and metrics and health endpoints.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
+)
+
+func main() {
+	var (
+		opts           = hub.Options{FleetVM: fleetvirtualmachine.DefaultConfig()}
+		metricsAddr    string
+		probeAddr      string
+		webhookPort    int
+		certDir        string
+		leaderElection bool
+		disableWebhook bool
+		qps            float64
+		burst          int
+	)
+	c := &opts.FleetVM
+	flag.StringVar(&c.ArgoNamespace, "argocd-namespace", c.ArgoNamespace, "Namespace of Argo CD (argocd, openshift-gitops, ...): Placements, ApplicationSets and GitOpsClusters go there.")
+	flag.StringVar(&c.EnvironmentLabel, "environment-label", c.EnvironmentLabel, "ManagedCluster label whose value spec.placement.environment selects.")
+	flag.StringVar(&c.Chart.RepoURL, "vm-chart-repo-url", c.Chart.RepoURL, "Repository of the fleetvm-vm Helm chart that carries inline VM templates (git or Helm repository).")
+	flag.StringVar(&c.Chart.Path, "vm-chart-path", c.Chart.Path, "Path of the chart in a git repository (empty for a Helm repository).")
+	flag.StringVar(&c.Chart.Chart, "vm-chart-name", c.Chart.Chart, "Chart name in a Helm repository (empty for a git repository).")
+	flag.StringVar(&c.Chart.TargetRevision, "vm-chart-revision", c.Chart.TargetRevision, "Git revision or chart version of the fleetvm-vm chart.")
+	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must be out of the placement decision before its VM is removed.")
+	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Health probe endpoint address.")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "Admission webhook port.")
+	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving certificate (tls.crt, tls.key); controller-runtime's default when empty.")
+	flag.BoolVar(&disableWebhook, "disable-webhooks", false, "Do not serve admission webhooks (the CRD's own validation still applies).")
+	flag.BoolVar(&leaderElection, "leader-elect", false, "Elect a leader, for more than one replica.")
+	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the hub API server.")
+	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the hub API server.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "no hub kubeconfig")
+		os.Exit(1)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 hub.Scheme(),
+		Cache:                  hub.CacheOptions(),
+		Client:                 hub.ClientOptions(),
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: certDir}),
+		LeaderElection:         leaderElection,
+		LeaderElectionID:       "fleetvm-hub.fleetvm.io",
+	})
+	if err != nil {
+		log.Error(err, "create manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := hub.SetupReconcilers(ctx, mgr, opts); err != nil {
+		log.Error(err, "set up reconcilers")
+		os.Exit(1)
+	}
+	if !disableWebhook {
+		if err := fleetwebhook.SetupWithManager(mgr); err != nil {
+			log.Error(err, "set up webhooks")
+			os.Exit(1)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "add health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "add ready check")
+		os.Exit(1)
+	}
+	log.Info("starting fleetvm-hub", "argocdNamespace", c.ArgoNamespace, "environmentLabel", c.EnvironmentLabel)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}

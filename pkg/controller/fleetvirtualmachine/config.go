@@ -1,0 +1,45 @@
+package fleetvirtualmachine
+
+import (
+	"time"
+)
+
+// Config holds the hub settings the controller works with.
+type Config struct {
+	// ArgoNamespace is where Argo CD runs and where the Placements,
+	// ApplicationSets and GitOpsClusters go (ApplicationSets read
+	// PlacementDecisions only in their own namespace).
+	ArgoNamespace string
+	// EnvironmentLabel is the ManagedCluster label whose value
+	// spec.placement.environment selects.
+	EnvironmentLabel string
+	// Chart locates the Helm chart that carries inline templates.
+	Chart ChartSource
+	// GracePeriod is how long a cluster must be out of the placement
+	// decision before its VM is removed.
+	GracePeriod time.Duration
+}
+
+// ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git
+// repository and path (the chart ships in deploy/charts/fleetvm-vm), or a
+// Helm repository and chart name.
+type ChartSource struct {
+	RepoURL        string
+	Path           string
+	Chart          string
+	TargetRevision string
+}
+
+// DefaultConfig is the configuration fleetvm-hub starts with.
+func DefaultConfig() Config {
+	return Config{
+		ArgoNamespace:    "argocd",
+		EnvironmentLabel: "env",
+		Chart: ChartSource{
+			RepoURL:        "https://github.com/fleetvm/fleetvm.git",
+			Path:           "deploy/charts/fleetvm-vm",
+			TargetRevision: "main",
+		},
+		GracePeriod: 5 * time.Minute,
+	}
+}

@@ -1,0 +1,500 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+const (
+	// acmPlacementConfigMap is the ConfigMap the clusterDecisionResource
+	// generator reads to find PlacementDecisions (OCM's convention).
+	acmPlacementConfigMap = "acm-placement"
+	// clusterNameSecretLabel is the label GitOpsCluster puts on the Argo CD
+	// cluster secret of a managed cluster.
+	clusterNameSecretLabel = "apps.open-cluster-management.io/cluster-name"
+	// decisionAnnotation carries a hash of the decided clusters on the
+	// ApplicationSet: a change of it makes the ApplicationSet controller
+	// regenerate at once instead of at its next 3-minute requeue.
+	decisionAnnotation = "fleetvm.io/decision"
+	// appSetProtectionFinalizer keeps an ApplicationSet until FleetVM has
+	// detached its Applications, so deleting the ApplicationSet (by hand,
+	// or by FleetVM) never garbage-collects Applications and their VMs.
+	appSetProtectionFinalizer = "fleetvm.io/protect-applications"
+	// environmentPlaceholder in spec.source.path becomes the cluster's
+	// environment label value.
+	environmentPlaceholder = "{{environment}}"
+	// requeueAfterSeconds is the ApplicationSet's own periodic refresh; FleetVM
+	// refreshes it on every decision change anyway.
+	requeueAfterSeconds = 180
+)
+
+var gitOpsClusterGVK = schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"}
+
+// ensureSharedGitOps makes sure each cluster set the FleetVirtualMachine uses
+// has, in the Argo CD namespace, one Placement selecting all its clusters and
+// one GitOpsCluster importing them into Argo CD, so Argo CD holds one cluster
+// secret per cluster however many FleetVirtualMachines there are.
+func (r *Reconciler) ensureSharedGitOps(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	var errs []error
+	for _, set := range clusterSets(fvm) {
+		if err := r.ensureShared(ctx, set); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return joinErrors(errs)
+}
+
+func (r *Reconciler) ensureShared(ctx context.Context, set string) error {
+	name := sharedName(set)
+	labels := sharedLabels(set)
+	p := &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Config.ArgoNamespace, Labels: labels},
+		Spec: clusterv1beta1.PlacementSpec{
+			ClusterSets: []string{set},
+			// Keep unreachable clusters imported: a cluster secret that comes
+			// and goes with each outage would churn every Application.
+			Tolerations: []clusterv1beta1.Toleration{
+				{Key: clusterv1.ManagedClusterTaintUnreachable, Operator: clusterv1beta1.TolerationOpExists},
+				{Key: clusterv1.ManagedClusterTaintUnavailable, Operator: clusterv1beta1.TolerationOpExists},
+			},
+		},
+	}
+	if err := r.createIfMissing(ctx, p); err != nil {
+		return err
+	}
+
+	g := &unstructured.Unstructured{}
+	g.SetGroupVersionKind(gitOpsClusterGVK)
+	g.SetName(name)
+	g.SetNamespace(r.Config.ArgoNamespace)
+	g.SetLabels(labels)
+	g.Object["spec"] = map[string]any{
+		"argoServer": map[string]any{"cluster": "notused", "argoNamespace": r.Config.ArgoNamespace},
+		"placementRef": map[string]any{
+			"kind": "Placement", "apiVersion": clusterv1beta1.GroupVersion.String(),
+			"name": name, "namespace": r.Config.ArgoNamespace,
+		},
+	}
+	return r.createIfMissing(ctx, g)
+}
+
+// createIfMissing creates obj unless the cache already holds an object of
+// that name: no write when it exists, whoever made it.
+func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) error {
+	probe := &metav1.PartialObjectMetadata{}
+	probe.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	if probe.GroupVersionKind().Empty() {
+		gvk, err := r.Client.GroupVersionKindFor(obj)
+		if err != nil {
+			return err
+		}
+		probe.SetGroupVersionKind(gvk)
+	}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), probe)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get %s %s: %w", probe.Kind, klog.KObj(obj), err)
+	}
+	if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %s %s: %w", probe.Kind, klog.KObj(obj), err)
+	}
+	return nil
+}
+
+// desiredApplicationSet builds the ApplicationSet of a FleetVirtualMachine.
+func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, placementName string, decided []string) (*argov1alpha1.ApplicationSet, error) {
+	name := childName(client.ObjectKeyFromObject(fvm))
+	vmName, vmNamespace := vmIdentity(fvm)
+	d := fvm.Spec.Delivery
+
+	labels := ownerLabels(fvm)
+	appLabels := ownerLabels(fvm)
+	appLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
+
+	spec := argov1alpha1.ApplicationSpec{
+		Project:     defaultString(d.Project, "default"),
+		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vmNamespace},
+		SyncPolicy:  syncPolicy(d),
+	}
+	decisions := argov1alpha1.ApplicationSetGenerator{
+		ClusterDecisionResource: &argov1alpha1.DuckTypeGenerator{
+			ConfigMapRef:        acmPlacementConfigMap,
+			LabelSelector:       metav1.LabelSelector{MatchLabels: map[string]string{clusterv1beta1.PlacementLabel: placementName}},
+			RequeueAfterSeconds: ptrTo(int64(requeueAfterSeconds)),
+		},
+	}
+	generators := []argov1alpha1.ApplicationSetGenerator{decisions}
+
+	switch {
+	case fvm.Spec.Template != nil:
+		values, err := r.chartValues(fvm, vmName, vmNamespace)
+		if err != nil {
+			return nil, err
+		}
+		src := &argov1alpha1.ApplicationSource{
+			RepoURL:        r.Config.Chart.RepoURL,
+			Path:           r.Config.Chart.Path,
+			Chart:          r.Config.Chart.Chart,
+			TargetRevision: r.Config.Chart.TargetRevision,
+			Helm: &argov1alpha1.ApplicationSourceHelm{
+				ReleaseName:  vmName,
+				ValuesObject: &runtime.RawExtension{Raw: values},
+				Parameters:   []argov1alpha1.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
+			},
+		}
+		spec.Source = src
+	default:
+		src := fvm.Spec.Source
+		spec.Source = &argov1alpha1.ApplicationSource{
+			RepoURL:        src.RepoURL,
+			Path:           strings.ReplaceAll(escapeTemplate(src.Path), escapeTemplate(environmentPlaceholder), r.environmentExpr()),
+			TargetRevision: escapeTemplate(src.TargetRevision),
+		}
+		if src.Helm != nil {
+			spec.Source.Helm = &argov1alpha1.ApplicationSourceHelm{
+				ReleaseName: vmName,
+				ValueFiles:  escapeStrings(src.Helm.ValueFiles),
+				Values:      escapeTemplate(src.Helm.Values),
+				Parameters: []argov1alpha1.HelmParameter{
+					{Name: "fleetvm.cluster", Value: "{{.name}}"},
+					{Name: "fleetvm.runStrategy", Value: string(fvm.Spec.RunStrategy)},
+				},
+			}
+		} else {
+			spec.Source.Kustomize = r.kustomize(fvm)
+		}
+		// The clusters generator adds the Argo CD cluster secret's labels,
+		// which GitOpsCluster copies from the ManagedCluster: the overlay
+		// is chosen by the cluster's environment label.
+		generators = []argov1alpha1.ApplicationSetGenerator{{
+			Matrix: &argov1alpha1.MatrixGenerator{Generators: []argov1alpha1.ApplicationSetNestedGenerator{
+				{ClusterDecisionResource: decisions.ClusterDecisionResource},
+				{Clusters: &argov1alpha1.ClusterGenerator{Selector: metav1.LabelSelector{
+					MatchLabels: map[string]string{clusterNameSecretLabel: "{{.name}}"},
+				}}},
+			}},
+		}}
+	}
+
+	appSet := &argov1alpha1.ApplicationSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   r.Config.ArgoNamespace,
+			Labels:      labels,
+			Annotations: map[string]string{decisionAnnotation: decisionHash(decided)},
+		},
+		Spec: argov1alpha1.ApplicationSetSpec{
+			GoTemplate:        true,
+			GoTemplateOptions: []string{"missingkey=error"},
+			Generators:        generators,
+			Template: argov1alpha1.ApplicationSetTemplate{
+				ApplicationSetTemplateMeta: argov1alpha1.ApplicationSetTemplateMeta{
+					Name:      name + "-{{.name}}",
+					Namespace: r.Config.ArgoNamespace,
+					Labels:    appLabels,
+				},
+				Spec: spec,
+			},
+			SyncPolicy: &argov1alpha1.ApplicationSetSyncPolicy{
+				// Argo CD never deletes an Application on its own: a cluster
+				// that drops out of the decision for a moment keeps its VM.
+				// FleetVM removes Applications deliberately, after the grace
+				// period or when the FleetVirtualMachine is deleted.
+				ApplicationsSync: ptrTo(argov1alpha1.ApplicationsSyncPolicyCreateUpdate),
+				// Applications never carry the resources finalizer from the
+				// template, so no accidental delete removes a VM. FleetVM adds
+				// the finalizer right before it deletes an Application whose
+				// VM must go.
+				PreserveResourcesOnDeletion: true,
+			},
+		},
+	}
+	return appSet, nil
+}
+
+// environmentExpr is the Go template expression of the cluster's
+// environment label, from the Argo CD cluster secret.
+func (r *Reconciler) environmentExpr() string {
+	return fmt.Sprintf("{{ index .metadata.labels %q }}", r.Config.EnvironmentLabel)
+}
+
+// kustomize makes every VM of a git source carry the FleetVM and cluster
+// labels, and forces spec.runStrategy over what git says.
+func (r *Reconciler) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine) *argov1alpha1.ApplicationSourceKustomize {
+	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
+	if o := fvm.Spec.Source.Kustomize; o != nil {
+		k.NamePrefix = escapeTemplate(o.NamePrefix)
+		for key, v := range o.CommonLabels {
+			k.CommonLabels[escapeTemplate(key)] = escapeTemplate(v)
+		}
+	}
+	for key, v := range ownerLabels(fvm) {
+		k.CommonLabels[key] = v
+	}
+	k.CommonLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
+	k.Patches = argov1alpha1.KustomizePatches{{
+		Target: &argov1alpha1.KustomizeSelector{KustomizeResId: argov1alpha1.KustomizeResId{
+			KustomizeGvk: argov1alpha1.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
+		}},
+		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", fvm.Spec.RunStrategy),
+	}}
+	return k
+}
+
+// chartValues renders the Helm values of the fleetvm-vm chart: the VM as it
+// must land on every cluster (name and namespace defaulted, FleetVM labels,
+// spec.runStrategy winning over the template), escaped so the
+// ApplicationSet's Go templating leaves it untouched.
+func (r *Reconciler) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string) ([]byte, error) {
+	var vm map[string]any
+	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
+		return nil, fmt.Errorf("decode spec.template: %w", err)
+	}
+	meta, _ := vm["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "ownerReferences"} {
+		delete(meta, f)
+	}
+	meta["name"] = vmName
+	meta["namespace"] = vmNamespace
+	labels, _ := meta["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	for k, v := range ownerLabels(fvm) {
+		labels[k] = v
+	}
+	meta["labels"] = labels
+	vm["metadata"] = meta
+	spec, _ := vm["spec"].(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	delete(spec, "running")
+	spec["runStrategy"] = string(fvm.Spec.RunStrategy)
+	vm["spec"] = spec
+	delete(vm, "status")
+
+	values := map[string]any{"vm": escapeValue(vm)}
+	b, err := json.Marshal(values)
+	if err != nil {
+		return nil, fmt.Errorf("encode chart values: %w", err)
+	}
+	return b, nil
+}
+
+// reconcileApplicationSet makes the ApplicationSet match the spec and the
+// decision. It returns the ApplicationSet as the API server holds it.
+func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, placementName string, decided []string) (*argov1alpha1.ApplicationSet, error) {
+	want, err := r.desiredApplicationSet(fvm, placementName, decided)
+	if err != nil {
+		return nil, err
+	}
+	want.Finalizers = []string{appSetProtectionFinalizer}
+	got := &argov1alpha1.ApplicationSet{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil {
+			return nil, fmt.Errorf("create ApplicationSet %s: %w", klog.KObj(want), err)
+		}
+		r.Recorder.Eventf(fvm, "Normal", "ApplicationSetCreated", "Created ApplicationSet %s", klog.KObj(want))
+		return want, nil
+	case err != nil:
+		return nil, fmt.Errorf("get ApplicationSet %s: %w", klog.KObj(want), err)
+	}
+	if !isOwnedBy(got, fvm) {
+		return nil, fmt.Errorf("ApplicationSet %s exists and does not belong to this FleetVirtualMachine", klog.KObj(got))
+	}
+	if got.DeletionTimestamp != nil {
+		// Deleted by someone else: detach the Applications so their VMs
+		// survive, let it go, and recreate it on the next pass.
+		return nil, r.releaseApplicationSet(ctx, fvm, got)
+	}
+	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) &&
+		got.Annotations[decisionAnnotation] == want.Annotations[decisionAnnotation] &&
+		controllerutil.ContainsFinalizer(got, appSetProtectionFinalizer) {
+		return got, nil
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec = want.Spec
+	got.Labels = mergeLabels(got.Labels, want.Labels)
+	if got.Annotations == nil {
+		got.Annotations = map[string]string{}
+	}
+	got.Annotations[decisionAnnotation] = want.Annotations[decisionAnnotation]
+	controllerutil.AddFinalizer(got, appSetProtectionFinalizer)
+	if err := r.Client.Patch(ctx, got, patch); err != nil {
+		return nil, fmt.Errorf("update ApplicationSet %s: %w", klog.KObj(got), err)
+	}
+	return got, nil
+}
+
+// releaseApplicationSet lets a deleted ApplicationSet go without taking its
+// Applications along: owner references to it are removed first, so the
+// garbage collector has nothing to delete.
+func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet) error {
+	apps, err := r.listApplications(ctx, fvm)
+	if err != nil {
+		return err
+	}
+	for i := range apps {
+		app := &apps[i]
+		refs := withoutOwner(app.OwnerReferences, appSet.UID)
+		if len(refs) == len(app.OwnerReferences) {
+			continue
+		}
+		patch := client.MergeFrom(app.DeepCopy())
+		app.OwnerReferences = refs
+		if err := r.Client.Patch(ctx, app, patch); err != nil {
+			return fmt.Errorf("detach Application %s from its ApplicationSet: %w", klog.KObj(app), err)
+		}
+	}
+	if controllerutil.ContainsFinalizer(appSet, appSetProtectionFinalizer) {
+		patch := client.MergeFrom(appSet.DeepCopy())
+		controllerutil.RemoveFinalizer(appSet, appSetProtectionFinalizer)
+		if err := r.Client.Patch(ctx, appSet, patch); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("release ApplicationSet %s: %w", klog.KObj(appSet), err)
+		}
+	}
+	return nil
+}
+
+// adoptApplications gives Applications left without an owner (their
+// ApplicationSet was deleted and recreated) back to the current one, so
+// Argo CD keeps managing them and nothing is recreated.
+func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1.ApplicationSet, apps []argov1alpha1.Application) error {
+	var errs []error
+	for i := range apps {
+		app := &apps[i]
+		if app.DeletionTimestamp != nil || metav1.GetControllerOf(app) != nil {
+			continue
+		}
+		patch := client.MergeFrom(app.DeepCopy())
+		if err := controllerutil.SetControllerReference(appSet, app, r.Client.Scheme()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.Client.Patch(ctx, app, patch); err != nil {
+			errs = append(errs, fmt.Errorf("adopt Application %s: %w", klog.KObj(app), err))
+		}
+	}
+	return joinErrors(errs)
+}
+
+// listApplications returns the Applications of a FleetVirtualMachine.
+func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argov1alpha1.Application, error) {
+	var list argov1alpha1.ApplicationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace), client.MatchingLabels(ownerLabels(fvm))); err != nil {
+		return nil, fmt.Errorf("list Applications: %w", err)
+	}
+	return list.Items, nil
+}
+
+// removeApplication deliberately removes one cluster's Application: with
+// deleteVM, Argo CD's resources finalizer is added first so Argo CD deletes
+// the VM from the cluster; without, the VM is left running.
+func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Application, deleteVM bool) error {
+	if app.DeletionTimestamp != nil {
+		return nil
+	}
+	has := controllerutil.ContainsFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+	if has != deleteVM {
+		patch := client.MergeFrom(app.DeepCopy())
+		if deleteVM {
+			controllerutil.AddFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+		} else {
+			controllerutil.RemoveFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+		}
+		if err := r.Client.Patch(ctx, app, patch); err != nil {
+			return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
+		}
+	}
+	if err := r.Client.Delete(ctx, app); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)
+	}
+	return nil
+}
+
+func syncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
+	p := &argov1alpha1.SyncPolicy{}
+	if d.CreateNamespace == nil || *d.CreateNamespace {
+		p.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"}
+	}
+	if d.SyncMode != fleetv1alpha1.SyncModeManual {
+		p.Automated = &argov1alpha1.SyncPolicyAutomated{
+			Prune:    d.Prune == nil || *d.Prune,
+			SelfHeal: d.SelfHeal == nil || *d.SelfHeal,
+		}
+	}
+	return p
+}
+
+// decisionHash identifies a decision: sorted cluster names, hashed.
+func decisionHash(decided []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(decided, ",")))
+	return hex.EncodeToString(sum[:8])
+}
+
+// escapeTemplate protects user text from the ApplicationSet's Go
+// templating: "{{" becomes an action that prints "{{". A VM's cloud-init
+// may hold Helm or Jinja syntax that must reach the cluster unchanged.
+func escapeTemplate(s string) string {
+	return strings.ReplaceAll(s, "{{", `{{"{{"}}`)
+}
+
+func escapeStrings(in []string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = escapeTemplate(s)
+	}
+	return out
+}
+
+// escapeValue escapes every string and map key of a decoded JSON value.
+func escapeValue(v any) any {
+	switch t := v.(type) {
+	case string:
+		return escapeTemplate(t)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			out[escapeTemplate(k)] = escapeValue(val)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			out[i] = escapeValue(val)
+		}
+		return out
+	default:
+		return v
+	}
+}

@@ -1,0 +1,351 @@
+package fleetvirtualmachine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// This file holds pure functions: status is computed from what the
+// reconciler read, with no client, so every case is unit-testable.
+
+// appState is what the hub holds of one cluster's Argo CD Application.
+type appState struct {
+	Sync, Health string
+	Deleting     bool
+}
+
+// clusterInfo is what the hub holds of one ManagedCluster.
+type clusterInfo struct {
+	Environment string
+	// Available is the ManagedCluster's Available condition status; "" when
+	// the cluster is not found.
+	Available metav1.ConditionStatus
+}
+
+// statusInputs is everything the status is computed from.
+type statusInputs struct {
+	Spec       fleetv1alpha1.FleetVirtualMachineSpec
+	Generation int64
+	// PlacementRef names the Placement; PlacementScheduled is false until
+	// the OCM scheduler has acted on it, PlacementMessage is its message.
+	PlacementRef       *fleetv1alpha1.PlacementStatus
+	PlacementScheduled bool
+	PlacementMessage   string
+	PlacementErr       error
+	Decided            []string
+	AppSetExists       bool
+	DeliveryErr        error
+	Apps               map[string]appState
+	Leaving            map[string]metav1.Time
+	Clusters           map[string]clusterInfo
+	Reports            map[string]*fleetv1alpha1.VMState
+	Previous           fleetv1alpha1.FleetVirtualMachineStatus
+	Now                metav1.Time
+}
+
+// computeStatus returns the new status: every owned condition is computed
+// on every pass; lastTransitionTimes are kept when nothing changed.
+func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
+	out := fleetv1alpha1.FleetVirtualMachineStatus{
+		ObservedGeneration: in.Generation,
+		Conditions:         slices.Clone(in.Previous.Conditions),
+		DiskImages:         in.Previous.DiskImages,
+	}
+	if in.PlacementRef != nil {
+		p := *in.PlacementRef
+		p.DecidedClusters = slices.Clone(in.Decided)
+		out.Placement = &p
+	}
+	out.Clusters = clusterEntries(in)
+	out.Summary = summarize(in, out.Clusters)
+	for _, c := range []metav1.Condition{
+		placedCondition(in),
+		deliveredCondition(in),
+		readyCondition(in, out.Clusters),
+		availableCondition(in, out.Clusters),
+		degradedCondition(out.Clusters),
+	} {
+		c.ObservedGeneration = in.Generation
+		c.LastTransitionTime = in.Now
+		meta.SetStatusCondition(&out.Conditions, c)
+	}
+	return out
+}
+
+// clusterEntries has one entry per decided or leaving cluster, sorted.
+func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
+	names := slices.Clone(in.Decided)
+	for c := range in.Leaving {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	prev := map[string]fleetv1alpha1.ClusterStatus{}
+	for _, c := range in.Previous.Clusters {
+		prev[c.Cluster] = c
+	}
+	entries := make([]fleetv1alpha1.ClusterStatus, 0, len(names))
+	for _, name := range names {
+		e := clusterEntry(in, name)
+		if p, ok := prev[name]; ok && p.Phase == e.Phase && p.LastTransitionTime != nil {
+			e.LastTransitionTime = p.LastTransitionTime
+		} else {
+			e.LastTransitionTime = ptrTo(in.Now)
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
+	e := fleetv1alpha1.ClusterStatus{Cluster: name}
+	info, known := in.Clusters[name]
+	e.Environment = info.Environment
+	app, hasApp := in.Apps[name]
+	if hasApp {
+		e.SyncStatus, e.Health = app.Sync, app.Health
+	}
+	report := in.Reports[name]
+
+	if since, leaving := in.Leaving[name]; leaving {
+		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
+		e.LeavingSince = ptrTo(since)
+		e.Message = "out of the placement decision; the VM stays until the grace period ends"
+		return e
+	}
+	switch {
+	case !known:
+		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
+		e.Message = "ManagedCluster not found"
+		return e
+	case info.Available != metav1.ConditionTrue:
+		// Never a stale Running: an unreachable cluster's last report
+		// says nothing about now.
+		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
+		e.Message = "cluster is not available (lease expired or unreachable); last known state is not shown"
+		return e
+	case !hasApp:
+		e.Phase = fleetv1alpha1.ClusterPhasePending
+		e.Message = "waiting for Argo CD to create the Application"
+		return e
+	case report == nil:
+		e.Phase = fleetv1alpha1.ClusterPhasePending
+		e.Message = fmt.Sprintf("waiting for the VM to be reported (Argo CD sync %s, health %s)", orUnknown(app.Sync), orUnknown(app.Health))
+		return e
+	}
+	e.PrintableStatus = report.PrintableStatus
+	e.Ready = report.Ready
+	e.Node = report.Node
+	e.IPAddresses = slices.Clone(report.IPAddresses)
+	e.Phase = phaseOf(report.PrintableStatus)
+	e.Message = report.Conditions
+	return e
+}
+
+// phaseOf maps KubeVirt's printableStatus onto a ClusterPhase.
+func phaseOf(printable string) fleetv1alpha1.ClusterPhase {
+	switch printable {
+	case "Running", "Migrating", "Paused":
+		return fleetv1alpha1.ClusterPhaseRunning
+	case "Stopped":
+		return fleetv1alpha1.ClusterPhaseStopped
+	case "Stopping", "Terminating":
+		return fleetv1alpha1.ClusterPhaseStopping
+	case "Starting", "WaitingForReceiver":
+		return fleetv1alpha1.ClusterPhaseStarting
+	case "Provisioning", "WaitingForVolumeBinding", "":
+		return fleetv1alpha1.ClusterPhaseProvisioning
+	case "CrashLoopBackOff", "ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff",
+		"ErrorPvcNotFound", "ErrorDataVolumeNotFound", "DataVolumeError", "Unknown":
+		return fleetv1alpha1.ClusterPhaseFailed
+	default:
+		return fleetv1alpha1.ClusterPhaseProvisioning
+	}
+}
+
+func summarize(in statusInputs, entries []fleetv1alpha1.ClusterStatus) fleetv1alpha1.FleetSummary {
+	s := fleetv1alpha1.FleetSummary{Placed: int32(len(in.Decided))}
+	s.Desired = s.Placed
+	if in.Spec.Placement.Clusters != nil {
+		s.Desired = *in.Spec.Placement.Clusters
+	}
+	for _, e := range entries {
+		if e.Ready && e.Phase == fleetv1alpha1.ClusterPhaseRunning {
+			s.Ready++
+		}
+		switch e.Phase {
+		case fleetv1alpha1.ClusterPhaseRunning:
+			s.Running++
+		case fleetv1alpha1.ClusterPhaseStopped:
+			s.Stopped++
+		case fleetv1alpha1.ClusterPhaseFailed:
+			s.Failed++
+		case fleetv1alpha1.ClusterPhaseUnknown:
+			s.Unknown++
+		}
+	}
+	return s
+}
+
+func placedCondition(in statusInputs) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionPlaced}
+	switch {
+	case in.PlacementErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, in.PlacementErr.Error()
+	case !in.PlacementScheduled:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "waiting for the OCM scheduler to decide"
+	case len(in.Decided) == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters
+		c.Message = "no cluster qualifies: " + orDefault(in.PlacementMessage, "no ManagedCluster matches") +
+			". A cluster must be in a listed cluster set, match the environment and selector, and have room for the VM by the fleetvm-capacity score (published by the fleetvm addon agent)"
+	case in.Spec.Placement.Clusters != nil && int32(len(in.Decided)) < *in.Spec.Placement.Clusters:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
+		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s): %s", len(in.Decided), *in.Spec.Placement.Clusters,
+			listNames(in.Decided), orDefault(in.PlacementMessage, "not enough clusters qualify"))
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersDecided
+		c.Message = "placed on " + listNames(in.Decided)
+	}
+	return c
+}
+
+func deliveredCondition(in statusInputs) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionDelivered}
+	var missing []string
+	for _, name := range in.Decided {
+		if _, ok := in.Apps[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case in.DeliveryErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, in.DeliveryErr.Error()
+	case !in.AppSetExists:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, "ApplicationSet not created yet"
+	case len(in.Decided) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
+	case len(missing) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonApplicationsMissing
+		c.Message = "waiting for Argo CD to create the Applications of " + listNames(missing)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonApplicationSetReady
+		c.Message = fmt.Sprintf("an Application for each of the %d decided clusters", len(in.Decided))
+	}
+	return c
+}
+
+// settled tells whether a cluster reached the power state spec.runStrategy
+// asks for.
+func settled(runStrategy fleetv1alpha1.RunStrategy, e fleetv1alpha1.ClusterStatus) bool {
+	running := e.Phase == fleetv1alpha1.ClusterPhaseRunning && e.Ready
+	stopped := e.Phase == fleetv1alpha1.ClusterPhaseStopped
+	switch runStrategy {
+	case fleetv1alpha1.RunStrategyHalted:
+		return stopped
+	case fleetv1alpha1.RunStrategyManual:
+		return running || stopped
+	default:
+		return running
+	}
+}
+
+func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionReady}
+	if len(in.Decided) == 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonNoneReady, "not placed on any cluster"
+		return c
+	}
+	var waiting []string
+	unknown := 0
+	for _, e := range entries {
+		if e.Phase == fleetv1alpha1.ClusterPhaseLeaving {
+			continue
+		}
+		if !settled(in.Spec.RunStrategy, e) {
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", e.Cluster, e.Phase))
+			if e.Phase == fleetv1alpha1.ClusterPhaseUnknown {
+				unknown++
+			}
+		}
+	}
+	switch {
+	case len(waiting) == 0 && in.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonStopped, fmt.Sprintf("stopped on all %d clusters, as runStrategy Halted asks", len(in.Decided))
+	case len(waiting) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, fmt.Sprintf("ready on all %d clusters", len(in.Decided))
+	case unknown == len(waiting) && unknown == len(in.Decided):
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonClustersUnknown, "no cluster reports: "+strings.Join(waiting, ", ")
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSomeNotReady, "not ready on "+strings.Join(waiting, ", ")
+	}
+	return c
+}
+
+func availableCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionAvailable}
+	var ready []string
+	for _, e := range entries {
+		if e.Phase == fleetv1alpha1.ClusterPhaseRunning && e.Ready {
+			ready = append(ready, e.Cluster)
+		}
+	}
+	switch {
+	case len(ready) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, "serving on "+listNames(ready)
+		if len(ready) < len(in.Decided) {
+			c.Reason = fleetv1alpha1.ReasonSomeNotReady
+		}
+	case in.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonStopped, "runStrategy Halted"
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonNoneReady, "the VM is not ready on any cluster"
+	}
+	return c
+}
+
+func degradedCondition(entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionDegraded}
+	var failed, unknown []string
+	for _, e := range entries {
+		switch {
+		case e.Phase == fleetv1alpha1.ClusterPhaseFailed || e.Health == "Degraded":
+			failed = append(failed, e.Cluster)
+		case e.Phase == fleetv1alpha1.ClusterPhaseUnknown:
+			unknown = append(unknown, e.Cluster)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersFailed, "failed on "+listNames(failed)
+	case len(unknown) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersUnknown, "state unknown on "+listNames(unknown)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonAsExpected, "no cluster reports a problem"
+	}
+	return c
+}
+
+// listNames joins names for a message, naming at most ten.
+func listNames(names []string) string {
+	const most = 10
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+func orUnknown(s string) string { return orDefault(s, "Unknown") }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

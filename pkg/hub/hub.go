@@ -1,0 +1,80 @@
+// Package hub assembles fleetvm-hub: the scheme, the manager options and the
+// reconcilers, shared by cmd/fleetvm-hub, the tests and the local fleet.
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+)
+
+// Scheme returns the types fleetvm-hub reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		fleetv1alpha1.AddToScheme,
+		clusterv1.Install,
+		clusterv1alpha1.Install,
+		clusterv1beta1.Install,
+		clusterv1beta2.Install,
+		workv1.Install,
+		argov1alpha1.AddToScheme,
+	} {
+		utilruntime.Must(add(s))
+	}
+	return s
+}
+
+// Options are fleetvm-hub's settings.
+type Options struct {
+	FleetVM fleetvirtualmachine.Config
+	// Workers is the number of parallel FleetVirtualMachine reconciles.
+	Workers int
+}
+
+// CacheOptions strip managedFields from every cached object: the hub never
+// reads them, and they are often half an object's size.
+func CacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// ClientOptions makes reads of unstructured objects (GitOpsClusters) go
+// through the cache too.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
+// SetupReconcilers registers the indexes and reconcilers with the manager.
+func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := fleetvirtualmachine.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r := &fleetvirtualmachine.Reconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorderFor("fleetvm-hub"),
+		Clock:                   clock.RealClock{},
+		Config:                  opts.FleetVM,
+		MaxConcurrentReconciles: opts.Workers,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up FleetVirtualMachine controller: %w", err)
+	}
+	return nil
+}
