@@ -1,0 +1,416 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
+	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+)
+
+// Reasons the simulator writes into VM conditions.
+const (
+	reasonUnschedulable = "Unschedulable"
+	reasonRunning       = "Running"
+	reasonNotRunning    = "NotRunning"
+	reasonProvisioning  = "Provisioning"
+)
+
+// errStale means the cache is behind what the simulator just wrote: try
+// again shortly, it is not a failure.
+var errStale = errors.New("cache behind the API server")
+
+// Reconcile moves one VirtualMachine a step. Conflicts and a stale cache
+// are retried without an error.
+func (s *Simulator) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := s.reconcile(ctx, req)
+	if apierrors.IsConflict(err) || errors.Is(err, errStale) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := s.client.Get(ctx, req.NamespacedName, vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, s.cleanupGone(ctx, req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, fmt.Errorf("get VirtualMachine %s: %w", req, err)
+	}
+	if !vm.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, s.finalize(ctx, vm)
+	}
+	if !controllerutil.ContainsFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer) {
+		controllerutil.AddFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer)
+		if err := s.client.Update(ctx, vm); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to VirtualMachine %s: %w", klog.KObj(vm), err)
+		}
+	}
+
+	dvsReady, dvWait, err := s.dataVolumes(ctx, vm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get VirtualMachineInstance %s: %w", klog.KObj(vm), err)
+		}
+		vmi = nil
+	}
+	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
+		vmi = nil
+	}
+
+	status := vm.Status.DeepCopy()
+	var wait time.Duration
+	if ShouldRun(vm, vmi != nil) {
+		wait, err = s.run(ctx, vm, vmi, dvsReady, status)
+	} else {
+		wait, err = s.stop(ctx, vm, vmi, status)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status.RunStrategy = RunStrategy(vm)
+	if err := s.writeVMStatus(ctx, vm, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: minPositive(wait, dvWait)}, nil
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// run moves a VM that should run towards Running.
+func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvsReady bool, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+	now := metav1.NewTime(s.clock.Now())
+	if vmi == nil {
+		st.Created, st.Ready = false, false
+		setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
+		if !dvsReady || st.PrintableStatus == "" {
+			if st.PrintableStatus != kubevirtv1.VirtualMachineStatusProvisioning {
+				st.PrintableStatus = kubevirtv1.VirtualMachineStatusProvisioning
+				s.stepped(vm.UID)
+			}
+			return 0, nil
+		}
+		if ok, wait := s.due(vm.UID); !ok {
+			return wait, nil
+		}
+		cpu := vmtemplate.CPU(vm)
+		memory, _ := vmtemplate.Memory(vm)
+		node, err := s.pickNode(ctx, cpu, memory)
+		if err != nil {
+			return 0, err
+		}
+		if node == "" {
+			if st.PrintableStatus != kubevirtv1.VirtualMachineStatusUnschedulable {
+				st.PrintableStatus = kubevirtv1.VirtualMachineStatusUnschedulable
+				s.stepped(vm.UID)
+			}
+			setVMCondition(st, kubevirtv1.VirtualMachineFailure, corev1.ConditionTrue, reasonUnschedulable,
+				fmt.Sprintf("no schedulable node has %s CPU and %s memory free", cpu.String(), memory.String()), now)
+			return 0, nil
+		}
+		removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
+		vmi, err = s.createInstance(ctx, vm, node)
+		if err != nil {
+			return 0, err
+		}
+		if err := s.ensurePod(ctx, vm, vmi, cpu, memory); err != nil {
+			return 0, err
+		}
+		st.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
+		st.Created = true
+		s.stepped(vm.UID)
+		return s.stepDelay, nil
+	}
+
+	removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
+	st.Created = true
+	if err := s.ensurePod(ctx, vm, vmi, vmtemplate.CPU(vm), mustMemory(vm)); err != nil {
+		return 0, err
+	}
+	if vmi.Status.Phase != kubevirtv1.Running {
+		if ok, wait := s.due(vm.UID); !ok {
+			st.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
+			return wait, nil
+		}
+		if err := s.startInstance(ctx, vm, vmi); err != nil {
+			return 0, err
+		}
+		s.stepped(vm.UID)
+	}
+	st.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
+	st.Ready = true
+	setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionTrue, reasonRunning, "", now)
+	return 0, nil
+}
+
+func mustMemory(vm *kubevirtv1.VirtualMachine) resource.Quantity {
+	m, _ := vmtemplate.Memory(vm)
+	return m
+}
+
+// stop moves a VM that should not run towards Stopped.
+func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+	now := metav1.NewTime(s.clock.Now())
+	st.Ready = false
+	setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
+	removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
+	gone, err := s.deleteInstance(ctx, vm, vmi)
+	if err != nil {
+		return 0, err
+	}
+	if !gone {
+		if st.PrintableStatus != kubevirtv1.VirtualMachineStatusStopping {
+			st.PrintableStatus = kubevirtv1.VirtualMachineStatusStopping
+			s.stepped(vm.UID)
+		}
+		return s.stepDelay, nil
+	}
+	st.Created = false
+	if st.PrintableStatus == kubevirtv1.VirtualMachineStatusStopping {
+		if ok, wait := s.due(vm.UID); !ok {
+			return wait, nil
+		}
+	}
+	if st.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
+		st.PrintableStatus = kubevirtv1.VirtualMachineStatusStopped
+		s.stepped(vm.UID)
+	}
+	return 0, nil
+}
+
+// pickNode returns the first schedulable node, by name, with room for the
+// requests, or "" when none has room.
+func (s *Simulator) pickNode(ctx context.Context, cpu, memory resource.Quantity) (string, error) {
+	var nodes corev1.NodeList
+	if err := s.client.List(ctx, &nodes); err != nil {
+		return "", fmt.Errorf("list nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := s.client.List(ctx, &pods); err != nil {
+		return "", fmt.Errorf("list pods: %w", err)
+	}
+	all := append(pods.Items, s.assumedPods(pods.Items)...)
+	for _, f := range sortedByName(agentcapacity.FreeByNode(nodes.Items, all), func(f agentcapacity.Free) string { return f.Node }) {
+		if f.CPU.Cmp(cpu) >= 0 && f.Memory.Cmp(memory) >= 0 {
+			return f.Node, nil
+		}
+	}
+	return "", nil
+}
+
+// assumedPods returns the pods the simulator created that the cache does
+// not show yet, and forgets those it shows or that are old.
+func (s *Simulator) assumedPods(seen []corev1.Pod) []corev1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range seen {
+		delete(s.assumed, nn(&p))
+	}
+	var out []corev1.Pod
+	for k, a := range s.assumed {
+		if s.clock.Since(a.at) > time.Minute {
+			delete(s.assumed, k)
+			continue
+		}
+		out = append(out, a.pod)
+	}
+	return out
+}
+
+func (s *Simulator) assume(p *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assumed[nn(p)] = assumedPod{pod: *p.DeepCopy(), at: s.clock.Now()}
+}
+
+// createInstance creates the VM's instance, scheduled on node.
+func (s *Simulator) createInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, node string) (*kubevirtv1.VirtualMachineInstance, error) {
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       vm.Namespace,
+			Name:            vm.Name,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)},
+		},
+	}
+	if vm.Spec.Template != nil {
+		vmi.Labels = vm.Spec.Template.ObjectMeta.Labels
+		vmi.Annotations = vm.Spec.Template.ObjectMeta.Annotations
+		vmi.Spec = *vm.Spec.Template.Spec.DeepCopy()
+	}
+	if vmi.Labels == nil {
+		vmi.Labels = map[string]string{}
+	}
+	vmi.Labels[kubevirtv1.VirtualMachineLabel] = vm.Name
+	status := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled, NodeName: node}
+	vmi.Status = status
+	if err := s.client.Create(ctx, vmi); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create VirtualMachineInstance %s: %w", klog.KObj(vm), err)
+		}
+		return nil, fmt.Errorf("VirtualMachineInstance %s exists: %w", klog.KObj(vm), errStale)
+	}
+	if !apiequality.Semantic.DeepEqual(vmi.Status, status) {
+		vmi.Status = status
+		if err := s.writeStatus(ctx, vmi, "virtualmachineinstances"); err != nil {
+			return nil, err
+		}
+	}
+	return vmi, nil
+}
+
+// startInstance marks the instance Running with an address.
+func (s *Simulator) startInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+	now := metav1.NewTime(s.clock.Now())
+	ip := InstanceIP(vm.UID)
+	vmi = vmi.DeepCopy()
+	vmi.Status.Phase = kubevirtv1.Running
+	vmi.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{
+		Name: "default", IP: ip, IPs: []string{ip}, InterfaceName: "eth0",
+	}}
+	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
+		Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue, LastTransitionTime: now,
+	}}
+	return s.writeStatus(ctx, vmi, "virtualmachineinstances")
+}
+
+// ensurePod creates the instance's virt-launcher pod, Running on the
+// instance's node, unless it exists.
+func (s *Simulator) ensurePod(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, cpu, memory resource.Quantity) error {
+	pod := launcherPod(vm, vmi, vmi.Status.NodeName, cpu, memory)
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get pod %s: %w", klog.KObj(pod), err)
+	}
+	if err := s.client.Create(ctx, pod); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("create pod %s: %w", klog.KObj(pod), err)
+	}
+	s.assume(pod)
+	pod.Status.Phase = corev1.PodRunning
+	if err := s.client.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("mark pod %s Running: %w", klog.KObj(pod), err)
+	}
+	return nil
+}
+
+// deleteInstance deletes the VM's instance and launcher pods; it tells
+// whether they are gone (as far as the cache knows).
+func (s *Simulator) deleteInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, error) {
+	var pods corev1.PodList
+	if err := s.client.List(ctx, &pods, client.InNamespace(vm.Namespace), client.MatchingLabels{LabelVMName: vm.Name}); err != nil {
+		return false, fmt.Errorf("list pods of VirtualMachine %s: %w", klog.KObj(vm), err)
+	}
+	gone := vmi == nil && len(pods.Items) == 0
+	for i := range pods.Items {
+		// No kubelet confirms a graceful deletion here: delete at once.
+		if err := s.client.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete pod %s: %w", klog.KObj(&pods.Items[i]), err)
+		}
+		s.mu.Lock()
+		delete(s.assumed, nn(&pods.Items[i]))
+		s.mu.Unlock()
+	}
+	if vmi != nil {
+		if err := s.client.Delete(ctx, vmi); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete VirtualMachineInstance %s: %w", klog.KObj(vmi), err)
+		}
+	}
+	return gone, nil
+}
+
+// finalize cleans up after a deleted VM and lets it go.
+func (s *Simulator) finalize(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
+	if err := s.cleanupGone(ctx, vm.Namespace, vm.Name); err != nil {
+		return err
+	}
+	var dvs cdiv1beta1.DataVolumeList
+	if err := s.client.List(ctx, &dvs, client.InNamespace(vm.Namespace)); err != nil {
+		return fmt.Errorf("list DataVolumes of VirtualMachine %s: %w", klog.KObj(vm), err)
+	}
+	for i := range dvs.Items {
+		if metav1.IsControlledBy(&dvs.Items[i], vm) {
+			if err := s.client.Delete(ctx, &dvs.Items[i]); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete DataVolume %s: %w", klog.KObj(&dvs.Items[i]), err)
+			}
+			s.forget(dvs.Items[i].UID)
+		}
+	}
+	s.forget(vm.UID)
+	if controllerutil.RemoveFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer) {
+		if err := s.client.Update(ctx, vm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove finalizer from VirtualMachine %s: %w", klog.KObj(vm), err)
+		}
+	}
+	return nil
+}
+
+// cleanupGone deletes the instance and launcher pods of a VM that is gone
+// (envtest runs no garbage collector).
+func (s *Simulator) cleanupGone(ctx context.Context, namespace, name string) error {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, vmi); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get VirtualMachineInstance %s/%s: %w", namespace, name, err)
+		}
+		vmi = nil
+	}
+	_, err := s.deleteInstance(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, vmi)
+	return err
+}
+
+func setVMCondition(st *kubevirtv1.VirtualMachineStatus, t kubevirtv1.VirtualMachineConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) {
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != t {
+			continue
+		}
+		if c.Status != status {
+			c.LastTransitionTime = now
+		}
+		c.Status, c.Reason, c.Message = status, reason, message
+		return
+	}
+	st.Conditions = append(st.Conditions, kubevirtv1.VirtualMachineCondition{
+		Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now,
+	})
+}
+
+func removeVMCondition(st *kubevirtv1.VirtualMachineStatus, t kubevirtv1.VirtualMachineConditionType) {
+	out := st.Conditions[:0]
+	for _, c := range st.Conditions {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	st.Conditions = out
+}

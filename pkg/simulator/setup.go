@@ -1,0 +1,99 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// SetupWithManager registers the simulator with a manager of the spoke.
+func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
+	if err := s.discoverStatusSubresources(mgr); err != nil {
+		return err
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("kubevirt-simulator").
+		For(&kubevirtv1.VirtualMachine{}).
+		Owns(&kubevirtv1.VirtualMachineInstance{}).
+		Owns(&cdiv1beta1.DataVolume{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(s.podToVMs)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(s.unschedulableVMs)).
+		Watches(&cdiv1beta1.DataSource{}, handler.EnqueueRequestsFromMapFunc(s.waitingVMs)).
+		Complete(s)
+	if err != nil {
+		return fmt.Errorf("set up KubeVirt simulator: %w", err)
+	}
+	return nil
+}
+
+// discoverStatusSubresources asks the API server which of the resources
+// the simulator writes have a status subresource.
+func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	for _, gv := range []string{kubevirtv1.SchemeGroupVersion.String(), cdiv1beta1.SchemeGroupVersion.String()} {
+		list, err := dc.ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			return fmt.Errorf("discover %s: %w", gv, err)
+		}
+		names := map[string]bool{}
+		for _, r := range list.APIResources {
+			names[r.Name] = true
+		}
+		s.mu.Lock()
+		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "datavolumes"} {
+			if names[r] {
+				s.statusSubresource[r] = names[r+"/status"]
+			}
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// podToVMs maps a pod to its VM and, since it may have freed room, to
+// the VMs waiting for a node.
+func (s *Simulator) podToVMs(ctx context.Context, o client.Object) []reconcile.Request {
+	out := s.unschedulableVMs(ctx, o)
+	if name := o.GetLabels()[LabelVMName]; name != "" {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
+	}
+	return out
+}
+
+func (s *Simulator) unschedulableVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+	return s.vmsWith(ctx, func(vm *kubevirtv1.VirtualMachine) bool {
+		return vm.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusUnschedulable
+	})
+}
+
+func (s *Simulator) waitingVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+	return s.vmsWith(ctx, func(vm *kubevirtv1.VirtualMachine) bool {
+		return len(vm.Spec.DataVolumeTemplates) > 0
+	})
+}
+
+func (s *Simulator) vmsWith(ctx context.Context, keep func(*kubevirtv1.VirtualMachine) bool) []reconcile.Request {
+	var vms kubevirtv1.VirtualMachineList
+	if err := s.client.List(ctx, &vms); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list VirtualMachines")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range vms.Items {
+		if keep(&vms.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
+		}
+	}
+	return out
+}

@@ -1,0 +1,235 @@
+// Package simulator is the KubeVirt simulator: it stands in for
+// virt-controller, virt-handler and CDI on spokes that have no kubelet (the
+// test environment and the local fleet). It is used only by tests and the
+// local fleet, never on a real cluster.
+//
+// For every VirtualMachine it walks the status a real KubeVirt would show:
+// DataVolumes from the VM's dataVolumeTemplates are created and "imported"
+// (ImportScheduled → ImportInProgress 0.0%…100.0% → Succeeded); a VM that
+// should run goes Provisioning → Starting → Running with a
+// VirtualMachineInstance and a virt-launcher pod holding the VM's CPU and
+// memory requests on the first node with room (so free capacity really
+// shrinks), or ErrorUnschedulable when no node has room; a VM that should
+// not run goes Stopping → Stopped and loses its instance and pod.
+package simulator
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Labels and names the simulator puts on what it creates, as KubeVirt does.
+const (
+	// LabelVMName names the VM of a virt-launcher pod.
+	LabelVMName = kubevirtv1.DeprecatedVirtualMachineNameLabel
+	// LauncherPrefix starts virt-launcher pod names.
+	LauncherPrefix = "virt-launcher-"
+	// PodNetwork is where instance IPs come from.
+	PodNetwork = "10.128.0.0/14"
+	// DefaultStepDelay is the delay between two status steps used by the local fleet.
+	DefaultStepDelay = time.Second
+)
+
+// Simulator is the controller. Create it with New.
+type Simulator struct {
+	client    client.Client
+	clock     clock.PassiveClock
+	stepDelay time.Duration
+
+	mu sync.Mutex
+	// lastStep remembers when each object (VM or DataVolume, by UID) last
+	// moved, so that every step waits stepDelay.
+	lastStep map[types.UID]time.Time
+	// assumed holds virt-launcher pods created but maybe not yet in the
+	// cache, so that two VMs started back to back do not both take the
+	// last room on a node (what kube-scheduler calls assuming a pod).
+	assumed map[types.NamespacedName]assumedPod
+	// statusSubresource tells, per resource, whether its CRD has a status
+	// subresource (real KubeVirt and CDI CRDs do; some copies do not).
+	statusSubresource map[string]bool
+}
+
+type assumedPod struct {
+	pod corev1.Pod
+	at  time.Time
+}
+
+// Options configure a Simulator.
+type Options struct {
+	// Client reads (cached) and writes the spoke.
+	Client client.Client
+	// Clock times the steps; the real clock when nil.
+	Clock clock.PassiveClock
+	// StepDelay is how long each status step takes: 0 moves as fast as
+	// the watches allow (tests), DefaultStepDelay looks lifelike.
+	StepDelay time.Duration
+}
+
+// New returns a Simulator.
+func New(opts Options) *Simulator {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Simulator{
+		client:            opts.Client,
+		clock:             clk,
+		stepDelay:         opts.StepDelay,
+		lastStep:          map[types.UID]time.Time{},
+		assumed:           map[types.NamespacedName]assumedPod{},
+		statusSubresource: map[string]bool{},
+	}
+}
+
+// due tells whether the object may take its next step, or how long to wait.
+func (s *Simulator) due(uid types.UID) (bool, time.Duration) {
+	if s.stepDelay <= 0 {
+		return true, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.lastStep[uid]
+	if !ok {
+		return true, 0
+	}
+	if wait := s.stepDelay - s.clock.Since(last); wait > 0 {
+		return false, wait
+	}
+	return true, 0
+}
+
+// stepped records that the object just moved.
+func (s *Simulator) stepped(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastStep[uid] = s.clock.Now()
+}
+
+func (s *Simulator) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.lastStep, uid)
+}
+
+// RunStrategy is the VM's run strategy, honouring the legacy spec.running
+// when runStrategy is unset (Halted when neither is set).
+func RunStrategy(vm *kubevirtv1.VirtualMachine) kubevirtv1.VirtualMachineRunStrategy {
+	if vm.Spec.RunStrategy != nil {
+		return *vm.Spec.RunStrategy
+	}
+	if vm.Spec.Running != nil && *vm.Spec.Running {
+		return kubevirtv1.RunStrategyAlways
+	}
+	return kubevirtv1.RunStrategyHalted
+}
+
+// ShouldRun tells whether the VM should have an instance: Always,
+// RerunOnFailure and Once run, Halted stops, Manual keeps the instance it
+// has (running when it has one).
+func ShouldRun(vm *kubevirtv1.VirtualMachine, hasInstance bool) bool {
+	switch RunStrategy(vm) {
+	case kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
+		return true
+	case kubevirtv1.RunStrategyManual:
+		return hasInstance
+	default:
+		return false
+	}
+}
+
+// InstanceIP derives the instance's IP address from the VM's UID: stable
+// for the life of the VM, inside PodNetwork, never its network or
+// broadcast address.
+func InstanceIP(uid types.UID) string {
+	prefix := netip.MustParsePrefix(PodNetwork)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(uid))
+	size := uint32(1) << (32 - prefix.Bits())
+	off := h.Sum32()%(size-2) + 1
+	base := prefix.Addr().As4()
+	v := binary.BigEndian.Uint32(base[:]) + off
+	var out [4]byte
+	binary.BigEndian.PutUint32(out[:], v)
+	return netip.AddrFrom4(out).String()
+}
+
+// launcherSuffixAlphabet is the alphabet Kubernetes uses for generated names.
+const launcherSuffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// LauncherPodName is the virt-launcher pod's name for an instance:
+// "virt-launcher-<vm>-xxxxx", the suffix derived from the instance's UID so
+// that a retry never creates a second pod.
+func LauncherPodName(vmName string, vmiUID types.UID) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(vmiUID))
+	n := h.Sum64()
+	suffix := make([]byte, 5)
+	for i := range suffix {
+		suffix[i] = launcherSuffixAlphabet[n%uint64(len(launcherSuffixAlphabet))]
+		n /= uint64(len(launcherSuffixAlphabet))
+	}
+	const maxVMName = 253 - len(LauncherPrefix) - 6
+	if len(vmName) > maxVMName {
+		vmName = vmName[:maxVMName]
+	}
+	return LauncherPrefix + vmName + "-" + string(suffix)
+}
+
+// launcherPod builds the virt-launcher pod of an instance on a node.
+func launcherPod(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, node string, cpu, memory resource.Quantity) *corev1.Pod {
+	requests := corev1.ResourceList{corev1.ResourceCPU: cpu}
+	if !memory.IsZero() {
+		requests[corev1.ResourceMemory] = memory
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: vm.Namespace,
+			Name:      LauncherPodName(vm.Name, vmi.UID),
+			Labels: map[string]string{
+				kubevirtv1.AppLabel:       "virt-launcher",
+				kubevirtv1.CreatedByLabel: string(vmi.UID),
+				LabelVMName:               vm.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vmi, kubevirtv1.VirtualMachineInstanceGroupVersionKind)},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: node,
+			Containers: []corev1.Container{{
+				Name:      "compute",
+				Image:     "registry.invalid/kubevirt-simulator/virt-launcher",
+				Resources: corev1.ResourceRequirements{Requests: requests},
+			}},
+		},
+	}
+}
+
+// sortedByName sorts free capacities by node name (first fit, by name).
+func sortedByName[T any](items []T, name func(T) string) []T {
+	out := slices.Clone(items)
+	slices.SortFunc(out, func(a, b T) int {
+		switch {
+		case name(a) < name(b):
+			return -1
+		case name(a) > name(b):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func nn(o client.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+}

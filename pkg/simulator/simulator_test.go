@@ -1,0 +1,318 @@
+package simulator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
+	"github.com/fleetvm/fleetvm/pkg/simulator"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const wait = 30 * time.Second
+
+var fleet *fleetenv.Fleet
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(agenttest.Logger())
+	f, err := fleetenv.Start(context.Background(), fleetenv.Options{
+		Spokes: []string{"spoke"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	fleet = f
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped, err := startSimulator(ctx, f)
+	if err != nil {
+		cancel()
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { cancel(); <-stopped }()
+	return m.Run()
+}
+
+// spoke starts a simulator on the spoke and returns it with a namespace
+// of the test's own. Nodes are cluster-wide: tests that create nodes use
+// distinct names and sizes that do not interfere.
+func spoke(t *testing.T, ns string) *fleetenv.Cluster {
+	t.Helper()
+	s := fleet.Spoke("spoke")
+	if err := s.EnsureNamespace(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startSimulator runs the simulator on the spoke for the whole package.
+func startSimulator(ctx context.Context, f *fleetenv.Fleet) (<-chan error, error) {
+	mgr, err := ctrl.NewManager(f.Spoke("spoke").Config, ctrl.Options{Scheme: f.Scheme, Logger: agenttest.Logger(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return nil, err
+	}
+	if err := simulator.New(simulator.Options{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return done, nil
+}
+
+func get(ctx context.Context, c client.Client, ns, name string, obj client.Object) error {
+	return c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+}
+
+func vmStatus(ctx context.Context, c client.Client, ns, name string) (*kubevirtv1.VirtualMachine, error) {
+	vm := &kubevirtv1.VirtualMachine{}
+	return vm, get(ctx, c, ns, name, vm)
+}
+
+func waitPrintable(t *testing.T, c client.Client, ns, name string, want kubevirtv1.VirtualMachinePrintableStatus, ready bool) *kubevirtv1.VirtualMachine {
+	t.Helper()
+	var vm *kubevirtv1.VirtualMachine
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		var err error
+		vm, err = vmStatus(t.Context(), c, ns, name)
+		if err != nil {
+			return false, err
+		}
+		return vm.Status.PrintableStatus == want && vm.Status.Ready == ready, nil
+	})
+	if err != nil {
+		t.Fatalf("VM %s/%s: want %s ready=%v, have %s ready=%v: %v", ns, name, want, ready, vm.Status.PrintableStatus, vm.Status.Ready, err)
+	}
+	return vm
+}
+
+func launcherPods(t *testing.T, c client.Client, ns, vm string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(t.Context(), &pods, client.InNamespace(ns), client.MatchingLabels{simulator.LabelVMName: vm}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func TestRunAndHalt(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "run-halt")
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-run-halt", CPU: "8", Memory: "16Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	vm := agenttest.VM("run-halt", "web", agenttest.Resources("2", "4Gi"))
+	if err := s.Client.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPrintable(t, s.Client, "run-halt", "web", kubevirtv1.VirtualMachineStatusRunning, true)
+	if !got.Status.Created || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("status created=%v observedGeneration=%d generation=%d, want created and observedGeneration = generation",
+			got.Status.Created, got.Status.ObservedGeneration, got.Generation)
+	}
+	if !slicesContain(got.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer) {
+		t.Errorf("finalizers = %v, want %s", got.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := get(ctx, s.Client, "run-halt", "web", vmi); err != nil {
+		t.Fatal(err)
+	}
+	ip := simulator.InstanceIP(got.UID)
+	if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.NodeName != "n-run-halt" ||
+		len(vmi.Status.Interfaces) != 1 || vmi.Status.Interfaces[0].IP != ip {
+		t.Errorf("VMI status = phase %s node %s interfaces %+v, want Running on n-run-halt with %s", vmi.Status.Phase, vmi.Status.NodeName, vmi.Status.Interfaces, ip)
+	}
+	pods := launcherPods(t, s.Client, "run-halt", "web")
+	if len(pods) != 1 {
+		t.Fatalf("launcher pods = %d, want 1", len(pods))
+	}
+	p := pods[0]
+	if !strings.HasPrefix(p.Name, "virt-launcher-web-") || len(p.Name) != len("virt-launcher-web-")+5 ||
+		p.Spec.NodeName != "n-run-halt" || p.Status.Phase != corev1.PodRunning ||
+		p.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" || p.Spec.Containers[0].Resources.Requests.Memory().String() != "4Gi" {
+		t.Errorf("launcher pod %s on %s phase %s requests %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Spec.Containers[0].Resources.Requests)
+	}
+
+	// Halted: Stopped, instance and pod gone.
+	got.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
+	if err := s.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitPrintable(t, s.Client, "run-halt", "web", kubevirtv1.VirtualMachineStatusStopped, false)
+	if got.Status.Created {
+		t.Error("stopped VM still created")
+	}
+	if err := get(ctx, s.Client, "run-halt", "web", &kubevirtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+		t.Errorf("VMI after stop: %v, want NotFound", err)
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) { return len(launcherPods(t, s.Client, "run-halt", "web")) == 0, nil }); err != nil {
+		t.Errorf("launcher pod not deleted: %v", err)
+	}
+
+	// Deleted: the finalizer is removed, the VM goes away.
+	if err := s.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		_, err := vmStatus(ctx, s.Client, "run-halt", "web")
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("VM not deleted: %v", err)
+	}
+}
+
+func TestRunStrategies(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "strategies")
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-strategies", CPU: "64", Memory: "256Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		opt       agenttest.VMOption
+		want      kubevirtv1.VirtualMachinePrintableStatus
+		wantReady bool
+	}{
+		"rerun-on-failure": {agenttest.RunStrategy(kubevirtv1.RunStrategyRerunOnFailure), kubevirtv1.VirtualMachineStatusRunning, true},
+		"legacy-running":   {agenttest.Running(true), kubevirtv1.VirtualMachineStatusRunning, true},
+		"legacy-stopped":   {agenttest.Running(false), kubevirtv1.VirtualMachineStatusStopped, false},
+		"manual":           {agenttest.RunStrategy(kubevirtv1.RunStrategyManual), kubevirtv1.VirtualMachineStatusStopped, false},
+		"halted":           {agenttest.RunStrategy(kubevirtv1.RunStrategyHalted), kubevirtv1.VirtualMachineStatusStopped, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := s.Client.Create(ctx, agenttest.VM("strategies", name, tc.opt)); err != nil {
+				t.Fatal(err)
+			}
+			waitPrintable(t, s.Client, "strategies", name, tc.want, tc.wantReady)
+		})
+	}
+}
+
+// TestUnschedulableUntilRoom: a VM larger than any node's free capacity is
+// ErrorUnschedulable, and starts once a node with room appears.
+func TestUnschedulableUntilRoom(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "room")
+	vm := agenttest.VM("room", "huge", agenttest.Resources("500", "1Ti"))
+	if err := s.Client.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, s.Client, "room", "huge", kubevirtv1.VirtualMachineStatusUnschedulable, false)
+	if pods := launcherPods(t, s.Client, "room", "huge"); len(pods) != 0 {
+		t.Errorf("unschedulable VM has %d launcher pods", len(pods))
+	}
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-room-cordoned", CPU: "1000", Memory: "4Ti", Unschedulable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-room-huge", CPU: "1000", Memory: "4Ti"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, s.Client, "room", "huge", kubevirtv1.VirtualMachineStatusRunning, true)
+	pods := launcherPods(t, s.Client, "room", "huge")
+	if len(pods) != 1 || pods[0].Spec.NodeName != "n-room-huge" {
+		t.Errorf("launcher pods = %v, want one on n-room-huge", podNodes(pods))
+	}
+}
+
+func podNodes(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+"@"+p.Spec.NodeName)
+	}
+	return out
+}
+
+// TestDataVolumes: the VM waits in Provisioning until its DataVolumes are
+// imported; one cloning a missing DataSource stays Pending until the
+// DataSource exists and is Ready.
+func TestDataVolumes(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "disks")
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-disks", CPU: "8", Memory: "16Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	vm := agenttest.VM("disks", "db",
+		agenttest.DataVolumeTemplate("db-root", agenttest.HTTPSource("https://images.example/rhel9.qcow2")),
+		agenttest.DataVolumeTemplate("db-data", agenttest.DataSourceRef("golden", "data")))
+	if err := s.Client.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	dvPhase := func(name string) (cdiv1beta1.DataVolumePhase, cdiv1beta1.DataVolumeProgress, error) {
+		dv := &cdiv1beta1.DataVolume{}
+		err := get(ctx, s.Client, "disks", name, dv)
+		return dv.Status.Phase, dv.Status.Progress, err
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		p1, pr1, err := dvPhase("db-root")
+		if err != nil {
+			return false, err
+		}
+		p2, _, err := dvPhase("db-data")
+		if err != nil {
+			return false, err
+		}
+		return p1 == cdiv1beta1.Succeeded && pr1 == "100.0%" && p2 == cdiv1beta1.Pending, nil
+	}); err != nil {
+		t.Fatalf("DataVolumes: want db-root Succeeded 100.0%% and db-data Pending: %v", err)
+	}
+	got, err := vmStatus(ctx, s.Client, "disks", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(kubevirtv1.VirtualMachineStatusProvisioning, got.Status.PrintableStatus); diff != "" || got.Status.Ready {
+		t.Errorf("VM waiting for disks: ready=%v printableStatus (-want,+got):\n%s", got.Status.Ready, diff)
+	}
+	if err := s.EnsureNamespace(ctx, "golden"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.Create(ctx, agenttest.ReadyDataSource("golden", "data")); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, s.Client, "disks", "db", kubevirtv1.VirtualMachineStatusRunning, true)
+	if p, _, err := dvPhase("db-data"); err != nil || p != cdiv1beta1.Succeeded {
+		t.Errorf("db-data phase = %s (%v), want Succeeded", p, err)
+	}
+
+	// Deleting the VM deletes its DataVolumes (no garbage collector here).
+	if err := s.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		_, _, err := dvPhase("db-root")
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("DataVolume db-root not deleted with its VM: %v", err)
+	}
+}
+
+func slicesContain(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,179 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// progressStep is how far an import moves per step.
+const progressStep = 25.0
+
+// hasStatusSubresource tells whether the resource's CRD has a status
+// subresource; true unless discovery said otherwise.
+func (s *Simulator) hasStatusSubresource(resource string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.statusSubresource[resource]
+	return !ok || v
+}
+
+// writeStatus writes obj's status through the status subresource, or with
+// a plain update when the CRD has none.
+func (s *Simulator) writeStatus(ctx context.Context, obj client.Object, resource string) error {
+	var err error
+	if s.hasStatusSubresource(resource) {
+		err = s.client.Status().Update(ctx, obj)
+	} else {
+		err = s.client.Update(ctx, obj)
+	}
+	if err != nil {
+		return fmt.Errorf("update %s %s status: %w", resource, klog.KObj(obj), err)
+	}
+	return nil
+}
+
+// writeVMStatus writes the VM's status when it changed or when
+// observedGeneration lags. Without a status subresource the write itself
+// bumps metadata.generation by one, so observedGeneration is set to the
+// generation the write will produce.
+func (s *Simulator) writeVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMachine, status *kubevirtv1.VirtualMachineStatus) error {
+	a, b := vm.Status.DeepCopy(), status.DeepCopy()
+	a.ObservedGeneration, b.ObservedGeneration = 0, 0
+	if apiequality.Semantic.DeepEqual(a, b) && vm.Status.ObservedGeneration == vm.Generation {
+		return nil
+	}
+	vm = vm.DeepCopy()
+	vm.Status = *status
+	vm.Status.ObservedGeneration = vm.Generation
+	if !s.hasStatusSubresource("virtualmachines") {
+		vm.Status.ObservedGeneration = vm.Generation + 1
+	}
+	return s.writeStatus(ctx, vm, "virtualmachines")
+}
+
+// dataVolumes creates the VM's DataVolumes from its templates and moves
+// each one import step. It tells whether all are Succeeded, and how long
+// to wait for the next step.
+func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachine) (bool, time.Duration, error) {
+	ready := true
+	var wait time.Duration
+	for i := range vm.Spec.DataVolumeTemplates {
+		t := &vm.Spec.DataVolumeTemplates[i]
+		dv := &cdiv1beta1.DataVolume{}
+		key := client.ObjectKey{Namespace: vm.Namespace, Name: t.Name}
+		if err := s.client.Get(ctx, key, dv); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return false, 0, fmt.Errorf("get DataVolume %s: %w", key, err)
+			}
+			dv = &cdiv1beta1.DataVolume{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: vm.Namespace, Name: t.Name,
+					Labels: t.Labels, Annotations: t.Annotations,
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)},
+				},
+				Spec: *t.Spec.DeepCopy(),
+			}
+			if err := s.client.Create(ctx, dv); err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, 0, fmt.Errorf("create DataVolume %s: %w", key, err)
+			}
+			ready = false
+			continue
+		}
+		if dv.Status.Phase == cdiv1beta1.Succeeded {
+			continue
+		}
+		ready = false
+		w, err := s.stepDataVolume(ctx, dv)
+		if err != nil {
+			return false, 0, err
+		}
+		wait = minPositive(wait, w)
+	}
+	return ready, wait, nil
+}
+
+// stepDataVolume moves an import one step: Pending while its DataSource
+// is missing or not Ready, then ImportScheduled, ImportInProgress 0.0% to
+// 100.0%, Succeeded.
+func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolume) (time.Duration, error) {
+	if ok, wait := s.due(dv.UID); !ok {
+		return wait, nil
+	}
+	st := dv.Status.DeepCopy()
+	sourceReady, err := s.sourceReady(ctx, dv)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !sourceReady:
+		st.Phase, st.Progress = cdiv1beta1.Pending, "N/A"
+	case st.Phase == "" || st.Phase == cdiv1beta1.Pending:
+		st.Phase, st.Progress = cdiv1beta1.ImportScheduled, "N/A"
+	case st.Phase == cdiv1beta1.ImportScheduled:
+		st.Phase, st.Progress = cdiv1beta1.ImportInProgress, formatProgress(0)
+	default:
+		var p float64
+		if _, err := fmt.Sscanf(string(st.Progress), "%f%%", &p); err != nil {
+			p = 0
+		}
+		if p >= 100 {
+			st.Phase = cdiv1beta1.Succeeded
+			st.Conditions = []cdiv1beta1.DataVolumeCondition{{
+				Type: cdiv1beta1.DataVolumeReady, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(s.clock.Now()), Reason: "Completed",
+			}}
+		} else {
+			st.Phase, st.Progress = cdiv1beta1.ImportInProgress, formatProgress(min(p+progressStep, 100))
+		}
+	}
+	if apiequality.Semantic.DeepEqual(st, &dv.Status) {
+		return 0, nil
+	}
+	dv = dv.DeepCopy()
+	dv.Status = *st
+	if err := s.writeStatus(ctx, dv, "datavolumes"); err != nil {
+		return 0, err
+	}
+	s.stepped(dv.UID)
+	return s.stepDelay, nil
+}
+
+func formatProgress(p float64) cdiv1beta1.DataVolumeProgress {
+	return cdiv1beta1.DataVolumeProgress(fmt.Sprintf("%.1f%%", p))
+}
+
+// sourceReady tells whether the DataVolume's sourceRef, if any, names a
+// DataSource that exists and is Ready.
+func (s *Simulator) sourceReady(ctx context.Context, dv *cdiv1beta1.DataVolume) (bool, error) {
+	ref := dv.Spec.SourceRef
+	if ref == nil {
+		return true, nil
+	}
+	ns := dv.Namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = *ref.Namespace
+	}
+	ds := &cdiv1beta1.DataSource{}
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, ds); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get DataSource %s/%s: %w", ns, ref.Name, err)
+	}
+	for _, c := range ds.Status.Conditions {
+		if c.Type == cdiv1beta1.DataSourceReady {
+			return c.Status == corev1.ConditionTrue, nil
+		}
+	}
+	return false, nil
+}
