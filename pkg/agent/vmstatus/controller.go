@@ -1,0 +1,161 @@
+package vmstatus
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
+)
+
+// Reconciler writes one VMReport per FleetVirtualMachine. Requests name
+// the FleetVirtualMachine (its namespace and name), not a VM.
+type Reconciler struct {
+	// Spoke reads VMs, instances and DataVolumes (a cached client).
+	Spoke client.Reader
+	// Hub writes VMReports in Namespace.
+	Hub client.Client
+	// Namespace is the cluster namespace on the hub (the cluster's name).
+	Namespace string
+}
+
+// Reconcile rebuilds the report of one FleetVirtualMachine and writes it
+// if it differs from the hub's copy; deletes it when no VM is left.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ref := fleetv1alpha1.FleetVMReference{Namespace: req.Namespace, Name: req.Name}
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.Spoke.List(ctx, &vms, client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMNamespace: ref.Namespace, fleetv1alpha1.LabelFleetVMName: ref.Name,
+	}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list VirtualMachines of FleetVM %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	states := make([]fleetv1alpha1.VMState, 0, len(vms.Items))
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		if !vm.DeletionTimestamp.IsZero() {
+			continue
+		}
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := r.Spoke.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return reconcile.Result{}, fmt.Errorf("get VirtualMachineInstance %s: %w", client.ObjectKeyFromObject(vm), err)
+			}
+			vmi = nil
+		}
+		states = append(states, State(vm, vmi, inventory.ImagesOf(vm, r.lookup(ctx))))
+	}
+
+	key := client.ObjectKey{Namespace: r.Namespace, Name: ReportName(ref)}
+	report := &fleetv1alpha1.VMReport{}
+	err := r.Hub.Get(ctx, key, report)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("get VMReport %s: %w", key, err)
+	}
+	exists := err == nil
+	if len(states) == 0 {
+		if exists {
+			if err := r.Hub.Delete(ctx, report); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("delete VMReport %s: %w", key, err)
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+	spec := Spec(ref, states)
+	labels := r.labels(ref)
+	if !exists {
+		report = &fleetv1alpha1.VMReport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels},
+			Spec:       spec,
+		}
+		if err := r.Hub.Create(ctx, report); err != nil {
+			return reconcile.Result{}, fmt.Errorf("create VMReport %s: %w", key, err)
+		}
+		return reconcile.Result{}, nil
+	}
+	merged := maps.Clone(report.Labels)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, labels)
+	if maps.Equal(merged, report.Labels) && apiequality.Semantic.DeepEqual(report.Spec, spec) {
+		return reconcile.Result{}, nil
+	}
+	report = report.DeepCopy()
+	report.Labels, report.Spec = merged, spec
+	if err := r.Hub.Update(ctx, report); err != nil {
+		return reconcile.Result{}, fmt.Errorf("update VMReport %s: %w", key, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) labels(ref fleetv1alpha1.FleetVMReference) map[string]string {
+	return map[string]string{
+		fleetv1alpha1.LabelFleetVMName:      ref.Name,
+		fleetv1alpha1.LabelFleetVMNamespace: ref.Namespace,
+		fleetv1alpha1.LabelCluster:          r.Namespace,
+		fleetv1alpha1.LabelPartOf:           fleetv1alpha1.PartOfValue,
+	}
+}
+
+// lookup finds DataVolumes a VM uses that are not its own templates.
+func (r *Reconciler) lookup(ctx context.Context) inventory.LookupDataVolume {
+	return func(ns, name string) (*cdiv1beta1.DataVolume, bool) {
+		dv := &cdiv1beta1.DataVolume{}
+		if err := r.Spoke.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, dv); err != nil {
+			return nil, false
+		}
+		return dv, true
+	}
+}
+
+func request(ref fleetv1alpha1.FleetVMReference) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}
+}
+
+// SetupWithManager watches VMs and instances on the spoke (the manager's
+// cache) and VMReports on the hub.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
+	byLabels := func(_ context.Context, o client.Object) []reconcile.Request {
+		if ref, ok := FleetVMOf(o.GetLabels()); ok {
+			return []reconcile.Request{request(ref)}
+		}
+		return nil
+	}
+	vmiToFleetVM := func(ctx context.Context, o client.Object) []reconcile.Request {
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := r.Spoke.Get(ctx, client.ObjectKeyFromObject(o), vm); err != nil {
+			return nil
+		}
+		return byLabels(ctx, vm)
+	}
+	reportToFleetVM := func(ctx context.Context, o client.Object) []reconcile.Request {
+		if o.GetNamespace() != r.Namespace {
+			return nil
+		}
+		return byLabels(ctx, o)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("fleetvm-vmstatus").
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(byLabels))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(vmiToFleetVM))).
+		WatchesRawSource(source.Kind(hub.GetCache(), client.Object(&fleetv1alpha1.VMReport{}), handler.EnqueueRequestsFromMapFunc(reportToFleetVM))).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up VM status controller: %w", err)
+	}
+	return nil
+}

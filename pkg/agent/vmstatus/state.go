@@ -1,0 +1,120 @@
+// Package vmstatus reports, for every FleetVirtualMachine with VMs on a
+// spoke, the state of those VMs as one VMReport in the cluster namespace on
+// the hub.
+package vmstatus
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// Limits of the VMReport API.
+const (
+	maxVMs         = 64
+	maxIPs         = 16
+	maxImages      = 32
+	maxConditions  = 1024
+	maxMessageSize = 80
+)
+
+// FleetVMOf returns the FleetVirtualMachine a VM is labelled with.
+func FleetVMOf(labels map[string]string) (fleetv1alpha1.FleetVMReference, bool) {
+	ref := fleetv1alpha1.FleetVMReference{
+		Namespace: labels[fleetv1alpha1.LabelFleetVMNamespace],
+		Name:      labels[fleetv1alpha1.LabelFleetVMName],
+	}
+	return ref, ref.Namespace != "" && ref.Name != ""
+}
+
+// ReportName is the VMReport's name for a FleetVirtualMachine:
+// "<namespace>.<name>" (a namespace has no dots, so it is unambiguous).
+func ReportName(ref fleetv1alpha1.FleetVMReference) string {
+	return ref.Namespace + "." + ref.Name
+}
+
+// State is what the report says of one VM and its instance (nil when it
+// has none); images are its image IDs (inventory.ImagesOf).
+func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, images []string) fleetv1alpha1.VMState {
+	st := fleetv1alpha1.VMState{
+		Namespace:          vm.Namespace,
+		Name:               vm.Name,
+		PrintableStatus:    string(vm.Status.PrintableStatus),
+		Ready:              vm.Status.Ready,
+		Conditions:         ConditionSummary(vm.Status.Conditions),
+		Generation:         vm.Generation,
+		ObservedGeneration: vm.Status.ObservedGeneration,
+	}
+	if rs, err := vm.RunStrategy(); err == nil {
+		st.RunStrategy = string(rs)
+	}
+	if len(images) > 0 {
+		st.DiskImages = slices.Clone(images[:min(len(images), maxImages)])
+	}
+	if vmi != nil && vmi.DeletionTimestamp.IsZero() {
+		st.Node = vmi.Status.NodeName
+		st.IPAddresses = addresses(vmi)
+	}
+	return st
+}
+
+// addresses lists the instance's IP addresses in interface order, without
+// duplicates.
+func addresses(vmi *kubevirtv1.VirtualMachineInstance) []string {
+	var out []string
+	add := func(ip string) {
+		if ip != "" && !slices.Contains(out, ip) && len(out) < maxIPs {
+			out = append(out, ip)
+		}
+	}
+	for _, i := range vmi.Status.Interfaces {
+		add(i.IP)
+		for _, ip := range i.IPs {
+			add(ip)
+		}
+	}
+	return out
+}
+
+// ConditionSummary renders conditions as "Ready=True, Paused=False
+// (reason: message)", in the VM's order, within the API's length limit.
+func ConditionSummary(conds []kubevirtv1.VirtualMachineCondition) string {
+	parts := make([]string, 0, len(conds))
+	for _, c := range conds {
+		p := fmt.Sprintf("%s=%s", c.Type, c.Status)
+		detail := c.Reason
+		if c.Message != "" {
+			msg := c.Message
+			if len(msg) > maxMessageSize {
+				msg = msg[:maxMessageSize-3] + "..."
+			}
+			detail = strings.TrimPrefix(detail+": "+msg, ": ")
+		}
+		if detail != "" {
+			p += " (" + detail + ")"
+		}
+		parts = append(parts, p)
+	}
+	s := strings.Join(parts, ", ")
+	if len(s) > maxConditions {
+		s = s[:maxConditions-3] + "..."
+	}
+	return s
+}
+
+// Spec builds a report's spec from its VMs' states, sorted by namespace
+// and name, within the API's limit.
+func Spec(ref fleetv1alpha1.FleetVMReference, states []fleetv1alpha1.VMState) fleetv1alpha1.VMReportSpec {
+	states = slices.Clone(states)
+	slices.SortFunc(states, func(a, b fleetv1alpha1.VMState) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	if len(states) > maxVMs {
+		states = states[:maxVMs]
+	}
+	return fleetv1alpha1.VMReportSpec{FleetVM: ref, VMs: states}
+}
