@@ -1,0 +1,111 @@
+// Package agent is the integration test of the fleetvm agent: a hub and
+// two spokes on real API servers, an agent per spoke running in-process
+// with the KubeVirt simulator.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/agent"
+	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+var (
+	shared *fleetenv.Fleet
+	// vmShape is the shape the hub asks the clusters about.
+	vmShape = capacity.Shape{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")}
+)
+
+const wait = 30 * time.Second
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(agenttest.Logger())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fleetenv.Start(ctx, fleetenv.Options{
+		Spokes: []string{"east", "west"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	shared = f
+	agents, err := startAgents(ctx, f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	for _, done := range agents {
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// startAgents registers each spoke on the hub, gives it one 8-CPU node,
+// publishes the VM shape and runs its agent with the simulator.
+func startAgents(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+	shapes, err := capacity.EncodeShapes([]capacity.Shape{vmShape})
+	if err != nil {
+		return nil, err
+	}
+	var agents []<-chan error
+	for _, s := range f.Spokes {
+		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: map[string]string{"env": "prod"}}); err != nil {
+			return nil, err
+		}
+		if err := f.Hub.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Name, Name: fleetv1alpha1.ShapesConfigMapName},
+			Data:       map[string]string{fleetv1alpha1.ShapesConfigMapKey: shapes},
+		}); err != nil {
+			return nil, err
+		}
+		if _, err := s.CreateNode(ctx, fleetenv.Node{Name: s.Name + "-1", CPU: "8", Memory: "32Gi"}); err != nil {
+			return nil, err
+		}
+		if err := s.EnsureNamespace(ctx, "apps"); err != nil {
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- agent.Run(ctx, agent.Options{
+				ClusterName: s.Name, SpokeConfig: s.Config, HubConfig: f.Hub.Config,
+				Logger: agenttest.Logger(), SimulateKubeVirt: true,
+				CapacityDebounce: 200 * time.Millisecond,
+			})
+		}()
+		agents = append(agents, done)
+	}
+	return agents, nil
+}
+
+func fleet(t *testing.T) *fleetenv.Fleet {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("fleet not started")
+	}
+	return shared
+}
