@@ -141,6 +141,10 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		f.cancel = cancel
 		f.placementErr = make(chan error, 1)
+		if err := runBindingStandIn(pctx, f.Hub.Config, f.Hub.Client); err != nil {
+			_ = f.Stop()
+			return nil, err
+		}
 		go func() {
 			f.placementErr <- placementcontrollers.RunControllerManager(pctx, &controllercmd.ControllerContext{
 				KubeConfig: rest.CopyConfig(f.Hub.Config),

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -270,7 +270,10 @@ func (r *Reconciler) patchStatusIfChanged(ctx context.Context, before, fvm *flee
 	if equality.Semantic.DeepEqual(before.Status, fvm.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, fvm, client.MergeFrom(before)); err != nil {
+	// Update, not a merge patch: the summary counts are required fields, and
+	// a merge patch would leave out the ones that stayed zero. A conflict
+	// requeues with fresh data.
+	if err := r.Client.Status().Update(ctx, fvm); err != nil {
 		return fmt.Errorf("patch status of %s: %w", klog.KObj(fvm), err)
 	}
 	return nil

@@ -20,7 +20,7 @@ const (
 // across FleetVM namespaces, shortened with a hash of the full key when it
 // would pass 63 characters.
 func childName(key types.NamespacedName) string {
-	return boundedName("fvm-" + key.Namespace + "-" + key.Name, key.String())
+	return boundedName("fvm-"+key.Namespace+"-"+key.Name, key.String())
 }
 
 // sharedName is the name of the shared Placement and GitOpsCluster of a

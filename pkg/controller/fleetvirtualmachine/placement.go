@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -109,10 +109,10 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, st
 			Labels:    ownerLabels(fvm),
 		},
 		Spec: clusterv1beta1.PlacementSpec{
-			ClusterSets:      clusterSets(fvm),
-			NumberOfClusters: spec.Clusters,
-			Predicates:       []clusterv1beta1.ClusterPredicate{predicate},
-			Tolerations:      spec.Tolerations,
+			ClusterSets:       clusterSets(fvm),
+			NumberOfClusters:  spec.Clusters,
+			Predicates:        []clusterv1beta1.ClusterPredicate{predicate},
+			Tolerations:       spec.Tolerations,
 			PrioritizerPolicy: prioritizerPolicy(spec.Prioritizer),
 		},
 	}

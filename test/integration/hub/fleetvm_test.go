@@ -1,0 +1,517 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+func rawExt(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+
+func isTrue(fvm *fleetv1alpha1.FleetVirtualMachine, cond string) bool {
+	return meta.IsStatusConditionTrue(fvm.Status.Conditions, cond)
+}
+
+// TestPlacementByEnvironmentAndFit: an env=prod FleetVM lands only on prod
+// clusters, and a cluster without room for a 32Gi VM is not chosen; the
+// real OCM scheduler decides from the capacity scores.
+func TestPlacementByEnvironmentAndFit(t *testing.T) {
+	big, small := shape("4", "32Gi"), shape("1", "2Gi")
+	publishScores(t, "prod-a", map[capacity.Shape]int32{big: 2, small: 40})
+	publishScores(t, "prod-b", map[capacity.Shape]int32{big: 0, small: 10})
+	publishScores(t, "dev-a", map[capacity.Shape]int32{big: 5, small: 50})
+
+	bigVM := newFVM("placement", "big", 4, "32Gi")
+	smallVM := newFVM("placement", "small", 1, "2Gi")
+	createFVM(t, bigVM)
+	createFVM(t, smallVM)
+
+	got := waitFor(t, client.ObjectKeyFromObject(bigVM), "big VM placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return isTrue(f, fleetv1alpha1.ConditionPlaced)
+	})
+	if diff := cmp.Diff([]string{"prod-a"}, decided(got)); diff != "" {
+		t.Errorf("32Gi VM decided clusters (-want,+got):\n%s", diff)
+	}
+	got = waitFor(t, client.ObjectKeyFromObject(smallVM), "small VM placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return isTrue(f, fleetv1alpha1.ConditionPlaced) && len(decided(f)) == 2
+	})
+	if diff := cmp.Diff([]string{"prod-a", "prod-b"}, decided(got)); diff != "" {
+		t.Errorf("2Gi VM decided clusters (-want,+got):\n%s", diff)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+	if !strings.Contains(c.Message, "prod-a, prod-b") {
+		t.Errorf("Placed message %q does not name the clusters", c.Message)
+	}
+
+	// No cluster fits a 64-core VM: Placed is False and says why.
+	huge := newFVM("placement", "huge", 64, "512Gi")
+	createFVM(t, huge)
+	got = waitFor(t, client.ObjectKeyFromObject(huge), "huge VM not placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	c = meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+	if c.Reason != fleetv1alpha1.ReasonNoClusters || !strings.Contains(c.Message, "fleetvm-capacity") {
+		t.Errorf("Placed = %s %q, want %s naming the capacity score", c.Reason, c.Message, fleetv1alpha1.ReasonNoClusters)
+	}
+
+	// The real CRDs accepted every object FleetVM created: the Placement is
+	// there with the fit predicate, the ApplicationSet and shared objects too.
+	var p clusterv1beta1.Placement
+	if err := fleet.Hub.Client.Get(t.Context(), appSetKey(bigVM), &p); err != nil {
+		t.Fatal(err)
+	}
+	cel := p.Spec.Predicates[0].RequiredClusterSelector.CelSelector.CelExpressions
+	if len(cel) != 1 || !strings.Contains(cel[0], big.Name()) {
+		t.Errorf("fit predicate = %q, want one naming %s", cel, big.Name())
+	}
+	var appSet argov1alpha1.ApplicationSet
+	if err := fleet.Hub.Client.Get(t.Context(), appSetKey(bigVM), &appSet); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&clusterv1beta1.Placement{}, gitOpsCluster()} {
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: "fleetvm-default"}, obj); err != nil {
+			t.Errorf("shared %T fleetvm-default: %v", obj, err)
+		}
+	}
+}
+
+// TestApplicationsRenderedByArgoCD renders the ApplicationSets with Argo CD's
+// own generator and template code and checks, per cluster, destination,
+// source, overlay, labels and runStrategy.
+func TestApplicationsRenderedByArgoCD(t *testing.T) {
+	rhel := newFVM("render", "rhel9", 4, "16Gi")
+	// A cloud-init with template syntax must reach the cluster unchanged.
+	rhel.Spec.Template = rawExt(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"example-rhel9","namespace":"vms"},
+"spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{"disks":[{"name":"cloudinitdisk","disk":{"bus":"virtio"}}]}},
+"volumes":[{"name":"cloudinitdisk","cloudInitNoCloud":{"userData":"#cloud-config\npassword: {{ $.Values.rhelRootPassword }}"}}]}}}}`)
+	rhel.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
+	publishScores(t, "prod-a", map[capacity.Shape]int32{shape("4", "16Gi"): 3})
+	publishScores(t, "prod-b", map[capacity.Shape]int32{shape("4", "16Gi"): 3})
+	createFVM(t, rhel)
+	waitFor(t, client.ObjectKeyFromObject(rhel), "placed on both prod clusters", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return len(decided(f)) == 2
+	})
+	apps := syncApps(t, rhel, 2)
+	for _, cluster := range []string{"prod-a", "prod-b"} {
+		app, ok := apps[cluster]
+		if !ok {
+			t.Fatalf("no Application for %s", cluster)
+		}
+		if app.Spec.Destination.Name != cluster || app.Spec.Destination.Namespace != "vms" {
+			t.Errorf("%s destination = %+v", cluster, app.Spec.Destination)
+		}
+		src := app.Spec.Source
+		if src.RepoURL != hubConfig().Chart.RepoURL || src.Path != "deploy/charts/fleetvm-vm" || src.Helm == nil {
+			t.Fatalf("%s source = %+v", cluster, src)
+		}
+		if !slices.Contains(src.Helm.Parameters, argov1alpha1.HelmParameter{Name: "cluster", Value: cluster}) {
+			t.Errorf("%s helm parameters = %+v, want cluster=%s", cluster, src.Helm.Parameters, cluster)
+		}
+		var values struct {
+			VM struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+				Spec     map[string]any    `json:"spec"`
+			} `json:"vm"`
+		}
+		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &values); err != nil {
+			t.Fatal(err)
+		}
+		vm := values.VM
+		if vm.Metadata.Name != "example-rhel9" || vm.Metadata.Labels[fleetv1alpha1.LabelFleetVMName] != "rhel9" ||
+			vm.Metadata.Labels[fleetv1alpha1.LabelFleetVMNamespace] != "render" {
+			t.Errorf("%s VM metadata = %+v", cluster, vm.Metadata)
+		}
+		if vm.Spec["runStrategy"] != "Halted" || vm.Spec["running"] != nil {
+			t.Errorf("%s VM runStrategy=%v running=%v, want Halted and no running", cluster, vm.Spec["runStrategy"], vm.Spec["running"])
+		}
+		b, _ := json.Marshal(vm.Spec)
+		if !strings.Contains(string(b), `password: {{ $.Values.rhelRootPassword }}`) {
+			t.Errorf("%s cloud-init was altered by templating: %s", cluster, b)
+		}
+		if app.Labels[fleetv1alpha1.LabelCluster] != cluster || app.Spec.SyncPolicy.Automated == nil ||
+			!slices.Contains(app.Spec.SyncPolicy.SyncOptions, "CreateNamespace=true") {
+			t.Errorf("%s labels %v sync policy %+v", cluster, app.Labels, app.Spec.SyncPolicy)
+		}
+		if slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+			t.Errorf("%s Application carries the resources finalizer from the template: deleting it by accident would delete the VM", cluster)
+		}
+	}
+
+	// A git source picks the overlay by each cluster's env label.
+	git := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "render", Name: "demo"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.fleet.invalid/vms.git", Path: "demo-vm/kustomize/overlays/{{environment}}", TargetRevision: "main"},
+			Placement: fleetv1alpha1.FleetPlacement{ClusterSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"region": "east"},
+			}},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyOrphan,
+		},
+	}
+	createFVM(t, git)
+	waitFor(t, client.ObjectKeyFromObject(git), "git source placed on the east clusters", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return len(decided(f)) == 2
+	})
+	apps = syncApps(t, git, 2)
+	for cluster, env := range map[string]string{"prod-a": "prod", "dev-a": "dev"} {
+		app := apps[cluster]
+		src := app.Spec.Source
+		if src == nil || src.Path != "demo-vm/kustomize/overlays/"+env || src.TargetRevision != "main" || src.Kustomize == nil {
+			t.Fatalf("%s source = %+v, want overlay %s", cluster, src, env)
+		}
+		if src.Kustomize.CommonLabels[fleetv1alpha1.LabelCluster] != cluster || src.Kustomize.CommonLabels[fleetv1alpha1.LabelFleetVMName] != "demo" {
+			t.Errorf("%s kustomize labels = %v", cluster, src.Kustomize.CommonLabels)
+		}
+		if len(src.Kustomize.Patches) != 1 || !strings.Contains(src.Kustomize.Patches[0].Patch, "runStrategy: Always") {
+			t.Errorf("%s runStrategy patch = %+v", cluster, src.Kustomize.Patches)
+		}
+	}
+}
+
+// syncApps runs Argo CD's ApplicationSet code for the FleetVM until it
+// yields want Applications, and returns them by cluster.
+func syncApps(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine, want int) map[string]argov1alpha1.Application {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		apps, err := argo.Sync(t.Context(), appSetKey(fvm))
+		return len(apps) == want, err
+	})
+	if err != nil {
+		t.Fatalf("Applications of %s: %v", fvm.Name, err)
+	}
+	return applications(t, fvm)
+}
+
+// TestFlapSafety: a decision flap shorter than the grace period deletes
+// nothing; a longer one removes exactly that cluster's Application.
+func TestFlapSafety(t *testing.T) {
+	ctx := t.Context()
+	s := shape("2", "4Gi")
+	for _, c := range []string{"prod-a", "prod-b"} {
+		publishScores(t, c, map[capacity.Shape]int32{s: 10})
+	}
+	fvm := newFVM("flap", "web", 2, "4Gi")
+	createFVM(t, fvm)
+	key := client.ObjectKeyFromObject(fvm)
+	waitFor(t, key, "placed on both prod clusters", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
+	before := syncApps(t, fvm, 2)
+
+	setEnv := func(cluster, env string) {
+		t.Helper()
+		ctx := context.WithoutCancel(ctx) // also from t.Cleanup
+		var mc clusterv1.ManagedCluster
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, &mc); err != nil {
+			t.Fatal(err)
+		}
+		mc.Labels["env"] = env
+		if err := fleet.Hub.Client.Update(ctx, &mc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaving := func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		for _, c := range f.Status.Clusters {
+			if c.Cluster == "prod-b" {
+				return c.Phase == fleetv1alpha1.ClusterPhaseLeaving
+			}
+		}
+		return false
+	}
+
+	// Short flap: prod-b leaves the decision, then comes back.
+	setEnv("prod-b", "staging")
+	waitFor(t, key, "prod-b leaving", leaving)
+	setEnv("prod-b", "prod")
+	waitFor(t, key, "prod-b back", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 && !leaving(f) })
+	after := applications(t, fvm)
+	for c, app := range before {
+		if a, ok := after[c]; !ok || a.UID != app.UID || a.DeletionTimestamp != nil {
+			t.Errorf("short flap touched the Application of %s", c)
+		}
+	}
+
+	// Long flap: prod-b stays out past the grace period.
+	setEnv("prod-b", "staging")
+	t.Cleanup(func() { setEnv("prod-b", "prod") })
+	err := fleetenv.Eventually(ctx, gracePeriod+wait, func() (bool, error) {
+		app := after["prod-b"]
+		var got argov1alpha1.Application
+		err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&app), &got)
+		return err == nil && got.DeletionTimestamp != nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("prod-b's Application not removed after the grace period: %v", err)
+	}
+	var got argov1alpha1.Application
+	app := after["prod-b"]
+	if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&app), &got); err == nil &&
+		!slices.Contains(got.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+		t.Errorf("prod-b's Application deleted without the resources finalizer: its VM would stay")
+	}
+	a := applications(t, fvm)["prod-a"]
+	if a.DeletionTimestamp != nil || a.UID != before["prod-a"].UID {
+		t.Errorf("prod-a's Application was touched by prod-b leaving")
+	}
+	finishArgoDeletion(t, fvm)
+}
+
+// finishArgoDeletion does what Argo CD's application controller does once
+// it has deleted an Application's resources: drop the resources finalizer.
+func finishArgoDeletion(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	for _, app := range applications(t, fvm) {
+		if app.DeletionTimestamp == nil {
+			continue
+		}
+		patch := client.MergeFrom(app.DeepCopy())
+		app.Finalizers = nil
+		if err := fleet.Hub.Client.Patch(t.Context(), &app, patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeletion: Delete removes the VMs through Argo CD's resources
+// finalizer; Orphan leaves them (no finalizer); the hub objects go.
+func TestDeletion(t *testing.T) {
+	ctx := t.Context()
+	for _, policy := range []fleetv1alpha1.DeletionPolicy{fleetv1alpha1.DeletionPolicyDelete, fleetv1alpha1.DeletionPolicyOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			s := shape("1", "1Gi")
+			publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
+			publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+			fvm := newFVM("deletion", strings.ToLower(string(policy)), 1, "1Gi")
+			fvm.Spec.DeletionPolicy = policy
+			createFVM(t, fvm)
+			key := client.ObjectKeyFromObject(fvm)
+			waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
+			apps := syncApps(t, fvm, 2)
+
+			if err := fleet.Hub.Client.Delete(ctx, fvm); err != nil {
+				t.Fatal(err)
+			}
+			err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+				err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &argov1alpha1.ApplicationSet{})
+				if !apierrors.IsNotFound(err) {
+					return false, client.IgnoreNotFound(err)
+				}
+				// The ApplicationSet is gone; every Application is being
+				// deleted (or gone), none garbage-collected behind our back.
+				for c, app := range apps {
+					var got argov1alpha1.Application
+					err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&app), &got)
+					if apierrors.IsNotFound(err) {
+						if policy == fleetv1alpha1.DeletionPolicyDelete {
+							return false, errorf("Application of %s vanished without the resources finalizer", c)
+						}
+						continue
+					}
+					if err != nil || got.DeletionTimestamp == nil {
+						return false, err
+					}
+					hasFinalizer := slices.Contains(got.Finalizers, argov1alpha1.ResourcesFinalizerName)
+					if hasFinalizer != (policy == fleetv1alpha1.DeletionPolicyDelete) {
+						return false, errorf("Application of %s: resources finalizer %v with policy %s", c, hasFinalizer, policy)
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("deleting: %v", err)
+			}
+			if policy == fleetv1alpha1.DeletionPolicyDelete {
+				// Until Argo CD has removed the VMs, the FleetVM stays.
+				if err := fleet.Hub.Client.Get(ctx, key, &fleetv1alpha1.FleetVirtualMachine{}); err != nil {
+					t.Fatalf("FleetVM gone before its VMs: %v", err)
+				}
+				finishArgoDeletion(t, fvm)
+			}
+			err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+				errF := fleet.Hub.Client.Get(ctx, key, &fleetv1alpha1.FleetVirtualMachine{})
+				errP := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &clusterv1beta1.Placement{})
+				return apierrors.IsNotFound(errF) && apierrors.IsNotFound(errP), nil
+			})
+			if err != nil {
+				t.Fatalf("FleetVM and Placement not gone: %v", err)
+			}
+		})
+	}
+}
+
+// TestRestartAndRecreate: a child deleted by hand is recreated, and a
+// controller restart mid-way converges with no duplicate objects.
+func TestRestartAndRecreate(t *testing.T) {
+	ctx := t.Context()
+	s := shape("1", "2Gi")
+	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
+	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+	fvm := newFVM("restart", "db", 1, "2Gi")
+	createFVM(t, fvm)
+	key := client.ObjectKeyFromObject(fvm)
+	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
+	apps := syncApps(t, fvm, 2)
+
+	// The ApplicationSet deleted by hand: its Applications survive (no VM
+	// is deleted by accident) and it comes back.
+	var appSet argov1alpha1.ApplicationSet
+	if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &appSet); err != nil {
+		t.Fatal(err)
+	}
+	stopHub()
+	if err := fleet.Hub.Client.Delete(ctx, &appSet); err != nil {
+		t.Fatal(err)
+	}
+	if err := startHub(context.Background()); err != nil { // outlives this test
+		t.Fatal(err)
+	}
+	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		var got argov1alpha1.ApplicationSet
+		if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return got.UID != appSet.UID && got.DeletionTimestamp == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("ApplicationSet not recreated: %v", err)
+	}
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		now := applications(t, fvm)
+		for c, app := range apps {
+			got, ok := now[c]
+			if !ok || got.UID != app.UID || got.DeletionTimestamp != nil {
+				return false, errorf("Application of %s lost", c)
+			}
+			if ref := metav1.GetControllerOf(&got); ref == nil || ref.UID == appSet.UID {
+				return false, nil // not adopted yet
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("Applications after the ApplicationSet was recreated: %v", err)
+	}
+
+	// The Placement deleted by hand comes back.
+	var p clusterv1beta1.Placement
+	if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.Delete(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		var got clusterv1beta1.Placement
+		err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got)
+		return err == nil && got.UID != p.UID, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("Placement not recreated: %v", err)
+	}
+
+	// Exactly one Placement and one ApplicationSet for the FleetVM.
+	labels := client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace}
+	var ps clusterv1beta1.PlacementList
+	var as argov1alpha1.ApplicationSetList
+	if err := fleet.Hub.Client.List(ctx, &ps, client.InNamespace(argoNS), labels); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.List(ctx, &as, client.InNamespace(argoNS), labels); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Items) != 1 || len(as.Items) != 1 {
+		t.Errorf("after restart: %d Placements and %d ApplicationSets, want 1 and 1", len(ps.Items), len(as.Items))
+	}
+}
+
+// TestNoOpReconcileWritesNothing counts the writes of a reconcile that finds
+// everything in place: zero.
+func TestNoOpReconcileWritesNothing(t *testing.T) {
+	ctx := t.Context()
+	s := shape("1", "3Gi")
+	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
+	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+	fvm := newFVM("noop", "cache", 1, "3Gi")
+	createFVM(t, fvm)
+	key := client.ObjectKeyFromObject(fvm)
+	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
+	syncApps(t, fvm, 2)
+	waitFor(t, key, "delivered", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return isTrue(f, fleetv1alpha1.ConditionDelivered) })
+
+	var writes atomic.Int32
+	count := func() { writes.Add(1) }
+	direct, err := client.NewWithWatch(fleet.Hub.Config, client.Options{Scheme: fleet.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := interceptor.NewClient(direct, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+			count()
+			return c.Create(ctx, o, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			count()
+			return c.Update(ctx, o, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+			count()
+			return c.Patch(ctx, o, p, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
+			count()
+			return c.Delete(ctx, o, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, o client.Object, opts ...client.SubResourceUpdateOption) error {
+			count()
+			return c.SubResource(sub).Update(ctx, o, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			count()
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		},
+	})
+	r := &fleetvirtualmachine.Reconciler{
+		Client: counting, Recorder: record.NewFakeRecorder(100), Clock: clock.RealClock{}, Config: hubConfig(),
+	}
+	// The running hub may still be settling: reconcile until a pass writes
+	// nothing, then check the next two write nothing either.
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		writes.Store(0)
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		return writes.Load() == 0, err
+	})
+	if err != nil {
+		t.Fatalf("reconcile never settled: %v", err)
+	}
+	writes.Store(0)
+	for range 2 {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("no-op reconciles issued %d writes, want 0", n)
+	}
+}

@@ -1,0 +1,236 @@
+// Package hub tests fleetvm-hub's FleetVirtualMachine controller on a real
+// hub API server with the real OCM placement scheduler, and renders the
+// ApplicationSets it writes with Argo CD's own ApplicationSet code.
+package hub
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/appsetsim"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const (
+	argoNS      = "argocd"
+	gracePeriod = 4 * time.Second
+	wait        = 30 * time.Second
+)
+
+var (
+	fleet *fleetenv.Fleet
+	argo  *appsetsim.Sim
+	// stopHub stops the running fleetvm-hub manager; startHub starts one.
+	stopHub context.CancelFunc
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: hub.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = f.Stop() }()
+	fleet = f
+	if argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS); err == nil {
+		err = argo.Setup(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, c := range []struct{ name, env, region string }{
+		{"prod-a", "prod", "east"}, {"prod-b", "prod", "west"}, {"dev-a", "dev", "east"},
+	} {
+		labels := map[string]string{"env": c.env, "region": c.region}
+		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: c.name, Labels: labels}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := argo.ClusterSecret(ctx, c.name, labels); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if err := startHub(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { stopHub() }()
+	return m.Run()
+}
+
+func hubConfig() fleetvirtualmachine.Config {
+	c := fleetvirtualmachine.DefaultConfig()
+	c.ArgoNamespace = argoNS
+	c.GracePeriod = gracePeriod
+	c.Chart.RepoURL = "https://charts.fleet.invalid/fleetvm.git"
+	return c
+}
+
+// startHub runs fleetvm-hub's reconcilers in this process, as the binary
+// would, against the hub.
+func startHub(ctx context.Context) error {
+	mgr, err := ctrl.NewManager(fleet.Hub.Config, ctrl.Options{
+		Scheme:  hub.Scheme(),
+		Cache:   hub.CacheOptions(),
+		Client:  hub.ClientOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Tests restart the hub in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	if err := hub.SetupReconcilers(mctx, mgr, hub.Options{FleetVM: hubConfig()}); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	stopHub = func() { cancel(); <-done }
+	return nil
+}
+
+// publishScores writes the fleetvm-capacity score of a cluster as the agent
+// would: free capacity and how many VMs of each shape fit.
+func publishScores(t *testing.T, cluster string, fits map[capacity.Shape]int32) {
+	t.Helper()
+	ctx := t.Context()
+	score := &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: fleetv1alpha1.CapacityScoreName, Namespace: cluster}}
+	err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(score), score)
+	if err != nil {
+		if err := fleet.Hub.Client.Create(ctx, score); err != nil {
+			t.Fatal(err)
+		}
+	}
+	score.Status.Scores = []clusterv1alpha1.AddOnPlacementScoreItem{
+		{Name: capacity.ScoreCPUFree, Value: 10}, {Name: capacity.ScoreMemoryFree, Value: 10},
+	}
+	for s, n := range fits {
+		score.Status.Scores = append(score.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: s.Name(), Value: n})
+	}
+	valid := metav1.NewTime(time.Now().Add(time.Hour))
+	score.Status.ValidUntil = &valid
+	if err := fleet.Hub.Client.Status().Update(ctx, score); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func shape(cpu, mem string) capacity.Shape {
+	return capacity.Shape{CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem)}
+}
+
+// newFVM returns a FleetVirtualMachine with an inline template of the
+// given CPU cores and memory.
+func newFVM(ns, name string, cores int, mem string) *fleetv1alpha1.FleetVirtualMachine {
+	raw := fmt.Sprintf(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"app":%q}},
+"spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":%d},"memory":{"guest":%q},"devices":{}}}}}}`, name, cores, mem)
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+		},
+	}
+	fvm.Spec.Template = rawExt(raw)
+	return fvm
+}
+
+func createFVM(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	if err := fleet.Hub.EnsureNamespace(t.Context(), fvm.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {
+		t.Fatalf("create FleetVirtualMachine: %v", err)
+	}
+}
+
+// waitFor polls the FleetVirtualMachine until cond holds.
+func waitFor(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
+			return false, err
+		}
+		return cond(fvm), nil
+	})
+	if err != nil {
+		var p clusterv1beta1.Placement
+		_ = fleet.Hub.Client.Get(t.Context(), appSetKey(fvm), &p)
+		t.Fatalf("%s: %v\nstatus: %+v\nplacement spec: %+v\nplacement status: %+v", what, err, fvm.Status, p.Spec, p.Status)
+	}
+	return fvm
+}
+
+func decided(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	if fvm.Status.Placement == nil {
+		return nil
+	}
+	return fvm.Status.Placement.DecidedClusters
+}
+
+// applications lists the Applications of a FleetVirtualMachine by cluster.
+func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[string]argov1alpha1.Application {
+	t.Helper()
+	var list argov1alpha1.ApplicationList
+	if err := fleet.Hub.Client.List(t.Context(), &list, client.InNamespace(argoNS), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]argov1alpha1.Application{}
+	for _, a := range list.Items {
+		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
+	}
+	return out
+}
+
+func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
+	return client.ObjectKey{Namespace: argoNS, Name: "fvm-" + fvm.Namespace + "-" + fvm.Name}
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func gitOpsCluster() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"})
+	return u
+}
