@@ -45,7 +45,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=deploy/crds
-	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... \
+	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... \
 		output:rbac:artifacts:config=deploy/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhook/... output:webhook:artifacts:config=deploy/webhook
 
@@ -76,6 +76,12 @@ test: test-binaries ## Run all tests: unit, integration on real API servers, and
 
 .PHONY: test-binaries
 test-binaries: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for the test environment (reused when present).
+
+##@ Run
+
+.PHONY: run
+run: ## Run the local fleet (hub + 3 spokes). Not yet: arrives with the local-fleet work.
+	@echo "make run: the embedded local fleet is not built yet (see README)."; exit 2
 
 ##@ Build
 

@@ -3,15 +3,18 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	fleetaddon "github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
@@ -28,6 +31,8 @@ func main() {
 		disableWebhook bool
 		qps            float64
 		burst          int
+		agentImage     string
+		disableAddon   bool
 	)
 	c := &opts.FleetVM
 	flag.StringVar(&c.ArgoNamespace, "argocd-namespace", c.ArgoNamespace, "Namespace of Argo CD (argocd, openshift-gitops, ...): Placements, ApplicationSets and GitOpsClusters go there.")
@@ -46,6 +51,8 @@ func main() {
 	flag.BoolVar(&leaderElection, "leader-elect", false, "Elect a leader, for more than one replica.")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the hub API server.")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the hub API server.")
+	flag.StringVar(&agentImage, "agent-image", "ghcr.io/fleetvm/fleetvm:v0.1.0", "Image of fleetvm-agent that the addon deploys to managed clusters.")
+	flag.BoolVar(&disableAddon, "disable-addon", false, "Do not run the OCM addon manager that installs fleetvm-agent on managed clusters.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -82,6 +89,15 @@ func main() {
 	if !disableWebhook {
 		if err := fleetwebhook.SetupWithManager(mgr); err != nil {
 			log.Error(err, "set up webhooks")
+			os.Exit(1)
+		}
+	}
+	if !disableAddon {
+		// The addon manager runs on the elected leader only.
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return fleetaddon.Run(ctx, mgr.GetConfig(), fleetaddon.Options{AgentImage: agentImage})
+		})); err != nil {
+			log.Error(err, "set up addon manager")
 			os.Exit(1)
 		}
 	}
