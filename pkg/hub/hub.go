@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -22,6 +25,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
 )
 
 // Scheme returns the types fleetvm-hub reads and writes.
@@ -51,8 +55,15 @@ type Options struct {
 
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size.
+// ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
+// ConfigMaps), not every ConfigMap of the hub.
 func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+		},
+	}
 }
 
 // ClientOptions makes reads of unstructured objects (GitOpsClusters) go
@@ -75,6 +86,9 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up FleetVirtualMachine controller: %w", err)
+	}
+	if err := (&shapes.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up VM shapes controller: %w", err)
 	}
 	return nil
 }

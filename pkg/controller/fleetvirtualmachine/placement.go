@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -19,7 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
 )
 
 // defaultClusterSet is used when spec.placement.clusterSets is empty.
@@ -44,18 +43,7 @@ func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 // vmShape returns the CPU and memory of the VM an inline template asks for,
 // or false for a git source (its VMs are unknown to the hub).
 func vmShape(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
-	if fvm.Spec.Template == nil {
-		return capacity.Shape{}, false
-	}
-	vm, errs := vmtemplate.Decode(fvm.Spec.Template.Raw, field.NewPath("spec", "template"))
-	if vm == nil || len(errs) > 0 {
-		return capacity.Shape{}, false
-	}
-	mem, ok := vmtemplate.Memory(vm)
-	if !ok {
-		return capacity.Shape{}, false
-	}
-	return capacity.Shape{CPU: vmtemplate.CPU(vm), Memory: mem}, true
+	return shapes.Of(fvm)
 }
 
 // fitExpression is the CEL predicate that admits a cluster only if the VM

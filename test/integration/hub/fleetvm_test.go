@@ -10,6 +10,7 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +64,24 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced)
 	if !strings.Contains(c.Message, "prod-a, prod-b") {
 		t.Errorf("Placed message %q does not name the clusters", c.Message)
+	}
+
+	// Every cluster is told the shapes the fleet asks for, so its agent
+	// scores them.
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		var cm corev1.ConfigMap
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: "dev-a", Name: fleetv1alpha1.ShapesConfigMapName}, &cm); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		got, err := capacity.DecodeShapes(cm.Data[fleetv1alpha1.ShapesConfigMapKey])
+		names := map[string]bool{}
+		for _, s := range got {
+			names[s.Name()] = true
+		}
+		return names[big.Name()] && names[small.Name()], err
+	})
+	if err != nil {
+		t.Errorf("fleetvm-shapes ConfigMap of dev-a does not list the fleet's shapes: %v", err)
 	}
 
 	// No cluster fits a 64-core VM: Placed is False and says why.

@@ -1,0 +1,140 @@
+// Package shapes tells every managed cluster which VM shapes the fleet asks
+// for: a ConfigMap fleetvm-shapes in each cluster namespace on the hub, from
+// which the cluster's agent scores how many VMs of each shape fit.
+package shapes
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+)
+
+// fleetKey is the single work item: the shapes are one fleet-wide set.
+var fleetKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "fleet"}}
+
+// Reconciler writes the fleetvm-shapes ConfigMaps.
+type Reconciler struct {
+	Client client.Client
+}
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+
+// Reconcile recomputes the fleet's shapes and writes every cluster's
+// ConfigMap whose content differs; the cost is reads from the cache, and a
+// write only where something changed.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var fvms fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &fvms); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list FleetVirtualMachines: %w", err)
+	}
+	var shapes []capacity.Shape
+	for i := range fvms.Items {
+		if s, ok := Of(&fvms.Items[i]); ok {
+			shapes = append(shapes, s)
+		}
+	}
+	data, err := capacity.EncodeShapes(shapes)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var clusters clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &clusters); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list ManagedClusters: %w", err)
+	}
+	var errs []error
+	for _, mc := range clusters.Items {
+		if err := r.ensure(ctx, mc.Name, data); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, fmt.Errorf("write %d of %d shape ConfigMaps: %v", len(errs), len(clusters.Items), errs[0])
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
+	cm := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: namespace, Name: fleetv1alpha1.ShapesConfigMapName}
+	err := r.Client.Get(ctx, key, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace,
+				Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}},
+			Data: map[string]string{fleetv1alpha1.ShapesConfigMapKey: data},
+		}
+		if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			// NotFound: the cluster namespace is not there (yet).
+			return fmt.Errorf("create ConfigMap %s: %w", klog.KObj(cm), err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get ConfigMap %s: %w", key, err)
+	case cm.Data[fleetv1alpha1.ShapesConfigMapKey] == data:
+		return nil
+	}
+	patch := client.MergeFrom(cm.DeepCopy())
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[fleetv1alpha1.ShapesConfigMapKey] = data
+	if err := r.Client.Patch(ctx, cm, patch); err != nil {
+		return fmt.Errorf("update ConfigMap %s: %w", klog.KObj(cm), err)
+	}
+	return nil
+}
+
+// Of returns the shape of a FleetVirtualMachine's inline VM.
+func Of(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
+	if fvm.Spec.Template == nil || fvm.DeletionTimestamp != nil {
+		return capacity.Shape{}, false
+	}
+	vm, errs := vmtemplate.Decode(fvm.Spec.Template.Raw, field.NewPath("spec", "template"))
+	if vm == nil || len(errs) > 0 {
+		return capacity.Shape{}, false
+	}
+	mem, ok := vmtemplate.Memory(vm)
+	if !ok {
+		return capacity.Shape{}, false
+	}
+	return capacity.Shape{CPU: vmtemplate.CPU(vm), Memory: mem}, true
+}
+
+// SetupWithManager registers the controller: any FleetVirtualMachine spec
+// change, any new cluster, any edit of a shapes ConfigMap maps to the one
+// fleet-wide work item.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{fleetKey}
+	})
+	shapesOnly := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetName() == fleetv1alpha1.ShapesConfigMapName
+	}))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("vmshapes").
+		Watches(&fleetv1alpha1.FleetVirtualMachine{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&clusterv1.ManagedCluster{}, all, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(_ event.UpdateEvent) bool { return false },
+		})).
+		Watches(&corev1.ConfigMap{}, all, shapesOnly).
+		Complete(r)
+}
