@@ -45,6 +45,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/openshift/library-go v0.0.0-20251120164824-14a789e09884
 	github.com/sirupsen/logrus v1.9.3
+	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.39.0
 	k8s.io/api v0.34.10
 	k8s.io/apiextensions-apiserver v0.34.10
@@ -232,7 +233,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.7.1 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.46.0 // indirect

@@ -139,6 +139,11 @@ func Run(ctx context.Context, opts Options) error {
 		o.Cache = cache.Options{
 			DefaultNamespaces: map[string]cache.Config{opts.ClusterName: {}},
 			DefaultTransform:  cache.TransformStripManagedFields(),
+			// The agent may read one ConfigMap of its namespace, by name:
+			// its hub Role grants list/watch on fleetvm-shapes only.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.ShapesConfigMapName)},
+			},
 		}
 	})
 	if err != nil {
