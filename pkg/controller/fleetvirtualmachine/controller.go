@@ -192,6 +192,14 @@ func (r *Reconciler) trackLeaving(ctx context.Context, fvm *fleetv1alpha1.FleetV
 		if slices.Contains(in.Decided, cluster) {
 			continue
 		}
+		if !in.PlacementScheduled {
+			// No decision to trust (the Placement is new, recreated or
+			// unreadable): start no clock and remove nothing.
+			if since, ok := prevLeaving[cluster]; ok {
+				in.Leaving[cluster] = since
+			}
+			continue
+		}
 		since, ok := prevLeaving[cluster]
 		if !ok {
 			since = in.Now

@@ -1,0 +1,170 @@
+package fleetvirtualmachine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	running := &fleetv1alpha1.VMState{PrintableStatus: "Running", Ready: true, Node: "n1", IPAddresses: []string{"10.128.0.7"}}
+	stopped := &fleetv1alpha1.VMState{PrintableStatus: "Stopped"}
+	up := clusterInfo{Environment: "prod", Available: metav1.ConditionTrue}
+	base := func() statusInputs {
+		return statusInputs{
+			Spec:               fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
+			Generation:         3,
+			PlacementScheduled: true,
+			AppSetExists:       true,
+			Decided:            []string{"a", "b"},
+			Apps:               map[string]appState{"a": {Sync: "Synced", Health: "Healthy"}, "b": {Sync: "Synced", Health: "Healthy"}},
+			Clusters:           map[string]clusterInfo{"a": up, "b": up},
+			Reports:            map[string]*fleetv1alpha1.VMState{"a": running, "b": running},
+			Now:                now,
+		}
+	}
+	type want struct {
+		phases     map[string]fleetv1alpha1.ClusterPhase
+		summary    fleetv1alpha1.FleetSummary
+		conditions map[string]string // type -> "Status/Reason"
+	}
+	cases := map[string]struct {
+		mutate func(*statusInputs)
+		want   want
+	}{
+		"ready on both clusters": {
+			mutate: func(*statusInputs) {},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Running"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Ready: 2, Running: 2},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
+					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "False/AsExpected"},
+			},
+		},
+		"unavailable cluster shows Unknown, never its stale Running report": {
+			mutate: func(in *statusInputs) { in.Clusters["b"] = clusterInfo{Available: metav1.ConditionUnknown} },
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Unknown"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Ready: 1, Running: 1, Unknown: 1},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
+					"Ready": "False/SomeNotReady", "Available": "True/SomeNotReady", "Degraded": "True/ClustersUnknown"},
+			},
+		},
+		"halted and stopped everywhere is Ready": {
+			mutate: func(in *statusInputs) {
+				in.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
+				in.Reports = map[string]*fleetv1alpha1.VMState{"a": stopped, "b": stopped}
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Stopped", "b": "Stopped"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Stopped: 2},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
+					"Ready": "True/Stopped", "Available": "False/Stopped", "Degraded": "False/AsExpected"},
+			},
+		},
+		"missing Application and no report yet": {
+			mutate: func(in *statusInputs) {
+				delete(in.Apps, "b")
+				delete(in.Reports, "a")
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Pending", "b": "Pending"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "False/ApplicationsMissing",
+					"Ready": "False/SomeNotReady", "Available": "False/NoneReady", "Degraded": "False/AsExpected"},
+			},
+		},
+		"fewer clusters than asked for, one leaving": {
+			mutate: func(in *statusInputs) {
+				in.Spec.Placement.Clusters = ptrTo(int32(3))
+				in.Decided = []string{"a"}
+				in.Leaving = map[string]metav1.Time{"b": now}
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Leaving"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 3, Placed: 1, Ready: 1, Running: 1},
+				conditions: map[string]string{"Placed": "False/NotEnoughClusters", "Delivered": "True/ApplicationSetReady",
+					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "False/AsExpected"},
+			},
+		},
+		"scheduler has not decided": {
+			mutate: func(in *statusInputs) {
+				in.PlacementScheduled = false
+				in.Decided = nil
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{},
+				summary: fleetv1alpha1.FleetSummary{},
+				conditions: map[string]string{"Placed": "Unknown/PlacementPending", "Delivered": "Unknown/PlacementPending",
+					"Ready": "False/NoneReady", "Available": "False/NoneReady", "Degraded": "False/AsExpected"},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := base()
+			tc.mutate(&in)
+			st := computeStatus(in)
+			got := want{phases: map[string]fleetv1alpha1.ClusterPhase{}, summary: st.Summary, conditions: map[string]string{}}
+			for _, c := range st.Clusters {
+				got.phases[c.Cluster] = c.Phase
+			}
+			for _, c := range st.Conditions {
+				got.conditions[c.Type] = string(c.Status) + "/" + c.Reason
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("status (-want,+got):\n%s", diff)
+			}
+			if st.ObservedGeneration != 3 {
+				t.Errorf("observedGeneration = %d, want 3", st.ObservedGeneration)
+			}
+		})
+	}
+}
+
+// TestComputeStatusKeepsTransitionTimes: recomputing an unchanged status
+// yields an equal status, so the reconciler writes nothing.
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	in := statusInputs{
+		Spec:               fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
+		PlacementScheduled: true, AppSetExists: true, Decided: []string{"a"},
+		Apps:     map[string]appState{"a": {}},
+		Clusters: map[string]clusterInfo{"a": {Available: metav1.ConditionTrue}},
+		Now:      metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	}
+	first := computeStatus(in)
+	in.Previous = first
+	in.Now = metav1.NewTime(in.Now.Add(time.Hour))
+	second := computeStatus(in)
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("an hour later with nothing changed, the status changed (-first,+second):\n%s", diff)
+	}
+	if c := meta.FindStatusCondition(second.Conditions, "Ready"); c == nil || !c.LastTransitionTime.Equal(&first.Conditions[2].LastTransitionTime) {
+		t.Errorf("Ready lastTransitionTime moved")
+	}
+}
+
+func TestChildName(t *testing.T) {
+	long := childName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name"))
+	if len(long) > 63 {
+		t.Errorf("childName = %q (%d chars), want at most 63", long, len(long))
+	}
+	other := childName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name2"))
+	if long == other {
+		t.Errorf("two FleetVMs share the child name %q", long)
+	}
+	if got := childName(keyOf("vms", "web")); got != "fvm-vms-web" {
+		t.Errorf("childName(vms/web) = %q, want fvm-vms-web", got)
+	}
+}
+
+func keyOf(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
