@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,18 +140,27 @@ func MarkBindingsBound(ctx context.Context, c client.Client, namespace string) e
 		return err
 	}
 	for i := range list.Items {
-		b := &list.Items[i]
-		if meta.IsStatusConditionTrue(b.Status.Conditions, clusterv1beta2.ClusterSetBindingBoundType) {
-			continue
-		}
-		if err := c.Get(ctx, client.ObjectKey{Name: b.Spec.ClusterSet}, &clusterv1beta2.ManagedClusterSet{}); err != nil {
-			continue
-		}
-		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-			Type: clusterv1beta2.ClusterSetBindingBoundType, Status: metav1.ConditionTrue, Reason: "ClusterSetBound",
+		key := client.ObjectKeyFromObject(&list.Items[i])
+		// The binding stand-in and a test may mark the same binding at
+		// once: re-read on conflict, and stop when it is already Bound.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			b := &clusterv1beta2.ManagedClusterSetBinding{}
+			if err := c.Get(ctx, key, b); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if meta.IsStatusConditionTrue(b.Status.Conditions, clusterv1beta2.ClusterSetBindingBoundType) {
+				return nil
+			}
+			if err := c.Get(ctx, client.ObjectKey{Name: b.Spec.ClusterSet}, &clusterv1beta2.ManagedClusterSet{}); err != nil {
+				return nil // no set yet: the set's creation marks it later
+			}
+			meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+				Type: clusterv1beta2.ClusterSetBindingBoundType, Status: metav1.ConditionTrue, Reason: "ClusterSetBound",
+			})
+			return c.Status().Update(ctx, b)
 		})
-		if err := c.Status().Update(ctx, b); err != nil {
-			return fmt.Errorf("mark ManagedClusterSetBinding %s/%s bound: %w", namespace, b.Name, err)
+		if err != nil {
+			return fmt.Errorf("mark ManagedClusterSetBinding %s bound: %w", key, err)
 		}
 	}
 	return nil
