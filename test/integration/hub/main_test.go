@@ -35,7 +35,7 @@ import (
 
 const (
 	argoNS      = "argocd"
-	gracePeriod = 4 * time.Second
+	gracePeriod = 8 * time.Second
 	wait        = 30 * time.Second
 )
 
