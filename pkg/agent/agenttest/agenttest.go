@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -27,12 +26,8 @@ import (
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
-// Scheme is the test environment's scheme plus CDI.
-func Scheme() *runtime.Scheme {
-	s := fleetenv.DefaultScheme()
-	utilruntime.Must(cdiv1beta1.AddToScheme(s))
-	return s
-}
+// Scheme is the test environment's scheme (it includes KubeVirt and CDI).
+func Scheme() *runtime.Scheme { return fleetenv.DefaultScheme() }
 
 // Logger discards logs unless FLEETENV_VERBOSE is set.
 func Logger() logr.Logger {
