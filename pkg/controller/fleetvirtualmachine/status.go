@@ -114,22 +114,27 @@ func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
 	}
 	report := in.Reports[name]
 
-	if since, leaving := in.Leaving[name]; leaving {
-		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
+	since, leaving := in.Leaving[name]
+	leavingNote := ""
+	if leaving {
 		e.LeavingSince = ptrTo(since)
-		e.Message = "out of the placement decision; the VM stays until the grace period ends"
-		return e
+		leavingNote = "; out of the placement decision, the VM stays until the grace period ends"
 	}
 	switch {
 	case !known:
 		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
-		e.Message = "ManagedCluster not found"
+		e.Message = "ManagedCluster not found" + leavingNote
 		return e
 	case info.Available != metav1.ConditionTrue:
 		// Never a stale Running: an unreachable cluster's last report
-		// says nothing about now.
+		// says nothing about now. OCM's unavailable and unreachable taints
+		// also take it out of the decision, so it is usually leaving too.
 		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
-		e.Message = "cluster is not available (lease expired or unreachable); last known state is not shown"
+		e.Message = "cluster is not available (lease expired or unreachable); last known state is not shown" + leavingNote
+		return e
+	case leaving:
+		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
+		e.Message = "out of the placement decision; the VM stays until the grace period ends"
 		return e
 	case !hasApp:
 		e.Phase = fleetv1alpha1.ClusterPhasePending
@@ -265,7 +270,7 @@ func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) meta
 	var waiting []string
 	unknown := 0
 	for _, e := range entries {
-		if e.Phase == fleetv1alpha1.ClusterPhaseLeaving {
+		if e.LeavingSince != nil {
 			continue
 		}
 		if !settled(in.Spec.RunStrategy, e) {

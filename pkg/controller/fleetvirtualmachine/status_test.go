@@ -94,6 +94,19 @@ func TestComputeStatus(t *testing.T) {
 					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "False/AsExpected"},
 			},
 		},
+		"unavailable cluster dropped by its taint is Unknown while leaving": {
+			mutate: func(in *statusInputs) {
+				in.Decided = []string{"a"}
+				in.Leaving = map[string]metav1.Time{"b": now}
+				in.Clusters["b"] = clusterInfo{Environment: "prod", Available: metav1.ConditionFalse}
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Unknown"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 1, Placed: 1, Ready: 1, Running: 1, Unknown: 1},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
+					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "True/ClustersUnknown"},
+			},
+		},
 		"scheduler has not decided": {
 			mutate: func(in *statusInputs) {
 				in.PlacementScheduled = false
