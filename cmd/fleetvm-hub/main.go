@@ -7,7 +7,9 @@ import (
 	"flag"
 	"os"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetaddon "github.com/fleetvm/fleetvm/pkg/addon"
+	"github.com/fleetvm/fleetvm/pkg/certs"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
@@ -33,6 +36,8 @@ func main() {
 		burst          int
 		agentImage     string
 		disableAddon   bool
+		addonOpts      fleetaddon.Options
+		certOpts       certs.Options
 	)
 	c := &opts.FleetVM
 	flag.StringVar(&c.ArgoNamespace, "argocd-namespace", c.ArgoNamespace, "Namespace of Argo CD (argocd, openshift-gitops, ...): Placements, ApplicationSets and GitOpsClusters go there.")
@@ -53,6 +58,10 @@ func main() {
 	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the hub API server.")
 	flag.StringVar(&agentImage, "agent-image", "ghcr.io/fleetvm/fleetvm:v0.1.0", "Image of fleetvm-agent that the addon deploys to managed clusters.")
 	flag.BoolVar(&disableAddon, "disable-addon", false, "Do not run the OCM addon manager that installs fleetvm-agent on managed clusters.")
+	flag.StringVar((*string)(&addonOpts.InstallStrategy), "addon-install-strategy", string(fleetaddon.InstallPlacements), "Which managed clusters get fleetvm-agent: Placements (those the addon Placement selects) or Manual (where an operator creates a ManagedClusterAddOn named fleetvm).")
+	flag.StringVar(&addonOpts.PlacementNamespace, "addon-placement-namespace", fleetaddon.DefaultPlacementNamespace, "Namespace of the Placement that selects the clusters for fleetvm-agent (Placements strategy); created with every cluster of the global set when missing.")
+	flag.StringVar(&addonOpts.PlacementName, "addon-placement-name", fleetaddon.DefaultPlacementName, "Name of the Placement that selects the clusters for fleetvm-agent (Placements strategy).")
+	certOpts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -60,6 +69,11 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
+	addonOpts.AgentImage = agentImage
+	if _, err := fleetaddon.ClusterManagementAddOn(addonOpts); err != nil && !disableAddon {
+		log.Error(err, "invalid addon settings")
+		os.Exit(1)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "no hub kubeconfig")
@@ -67,13 +81,29 @@ func main() {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
 
+	webhookOpts := webhook.Options{Port: webhookPort, CertDir: certDir}
+	var rotator *certs.Rotator
+	if certOpts.Mode == certs.ModeSelfManaged && !disableWebhook {
+		// Uncached: the rotator gets one Secret and one webhook
+		// configuration by name, and must not watch every Secret.
+		c, err := client.New(cfg, client.Options{Scheme: hub.Scheme()})
+		if err == nil {
+			rotator, err = certs.NewRotator(c, clock.RealClock{}, ctrl.Log.WithName("webhook-certs"), certOpts)
+		}
+		if err != nil {
+			log.Error(err, "set up self-managed webhook certificates")
+			os.Exit(1)
+		}
+		webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, rotator.TLSOpt)
+	}
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 hub.Scheme(),
 		Cache:                  hub.CacheOptions(),
 		Client:                 hub.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: webhookPort, CertDir: certDir}),
+		WebhookServer:          webhook.NewServer(webhookOpts),
 		LeaderElection:         leaderElection,
 		LeaderElectionID:       "fleetvm-hub.fleetvm.io",
 	})
@@ -92,10 +122,20 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if rotator != nil {
+		if err := mgr.Add(rotator); err != nil {
+			log.Error(err, "set up self-managed webhook certificates")
+			os.Exit(1)
+		}
+		if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
+			log.Error(err, "add ready check")
+			os.Exit(1)
+		}
+	}
 	if !disableAddon {
 		// The addon manager runs on the elected leader only.
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return fleetaddon.Run(ctx, mgr.GetConfig(), fleetaddon.Options{AgentImage: agentImage})
+			return fleetaddon.Run(ctx, mgr.GetConfig(), addonOpts)
 		})); err != nil {
 			log.Error(err, "set up addon manager")
 			os.Exit(1)
