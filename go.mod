@@ -45,11 +45,13 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/openshift/library-go v0.0.0-20251120164824-14a789e09884
 	github.com/sirupsen/logrus v1.9.3
+	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.39.0
 	k8s.io/api v0.34.10
 	k8s.io/apiextensions-apiserver v0.34.10
 	k8s.io/apimachinery v0.34.10
+	k8s.io/cli-runtime v0.34.10
 	k8s.io/client-go v0.34.10
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
@@ -207,7 +209,6 @@ require (
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/skeema/knownhosts v1.3.1 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stoewer/go-strcase v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -257,7 +258,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	helm.sh/helm/v3 v3.19.5 // indirect
 	k8s.io/apiserver v0.34.10 // indirect
-	k8s.io/cli-runtime v0.34.10 // indirect
 	k8s.io/component-base v0.34.10 // indirect
 	k8s.io/component-helpers v0.34.10 // indirect
 	k8s.io/controller-manager v0.34.0 // indirect
