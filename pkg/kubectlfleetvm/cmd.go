@@ -1,0 +1,155 @@
+// Package kubectlfleetvm is the kubectl plugin kubectl-fleetvm: the fleet
+// status of FleetVirtualMachines, fleet-wide start, stop and restart, and
+// disk image usage, all read from and written to the OCM hub.
+package kubectlfleetvm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// FieldManager is the field manager of every write the plugin makes.
+const FieldManager = "kubectl-fleetvm"
+
+// Config tunes the command for embedding and tests. The zero value (plus
+// streams) is what the binary uses.
+type Config struct {
+	genericiooptions.IOStreams
+	// Now is the clock for ages; time.Now when nil.
+	Now func() time.Time
+	// PollInterval is how often start, stop and restart read the hub while
+	// they wait; one second when zero.
+	PollInterval time.Duration
+}
+
+// options is what every subcommand works with once the flags are parsed.
+type options struct {
+	flags         *genericclioptions.ConfigFlags
+	client        client.Client
+	namespace     string
+	allNamespaces bool
+	out, errOut   io.Writer
+	now           func() time.Time
+	pollInterval  time.Duration
+}
+
+// NewCommand returns the kubectl-fleetvm command with the standard kubeconfig
+// flags (--kubeconfig, --context, -n/--namespace, ...).
+func NewCommand(cfg Config) *cobra.Command {
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if cfg.ErrOut == nil {
+		cfg.ErrOut = os.Stderr
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	o := &options{
+		flags: genericclioptions.NewConfigFlags(true),
+		out:   cfg.Out, errOut: cfg.ErrOut, now: cfg.Now, pollInterval: cfg.PollInterval,
+	}
+
+	root := &cobra.Command{
+		Use:   "kubectl-fleetvm",
+		Short: "Fleet status, power and disk images of FleetVirtualMachines on an OCM hub",
+		Long: `kubectl fleetvm reads FleetVirtualMachines and FleetDiskImages on the OCM hub
+(the current kubeconfig context) and shows how every copy is doing on every
+managed cluster. start, stop and restart change spec.runStrategy, which the
+hub delivers to every cluster.`,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fleetvm"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(cfg.Out)
+	root.SetErr(cfg.ErrOut)
+	o.flags.AddFlags(root.PersistentFlags())
+
+	root.AddCommand(newStatusCommand(o), newImagesCommand(o))
+	for _, p := range []power{powerStart, powerStop, powerRestart} {
+		root.AddCommand(newPowerCommand(o, p))
+	}
+	return root
+}
+
+// Scheme holds the types the plugin reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(fleetv1alpha1.AddToScheme(s))
+	return s
+}
+
+// complete connects to the hub named by the kubeconfig flags. Subcommands
+// call it first; help and completion never connect.
+func (o *options) complete() error {
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = FieldManager
+	if cfg.QPS == 0 {
+		// kubectl's own limits, not client-go's 5 per second.
+		cfg.QPS, cfg.Burst = 50, 300
+	}
+	if o.client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
+		return fmt.Errorf("connect to the hub: %w", err)
+	}
+	if o.namespace, _, err = o.flags.ToRawKubeConfigLoader().Namespace(); err != nil {
+		return fmt.Errorf("resolve namespace: %w", err)
+	}
+	return nil
+}
+
+// listNamespace is the namespace to list in: all when -A is set.
+func (o *options) listNamespace() string {
+	if o.allNamespaces {
+		return ""
+	}
+	return o.namespace
+}
+
+// explain turns API errors into messages that name what was asked for.
+func explain(err error, kind, namespace, name string) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err) && name != "":
+		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
+	case meta.IsNoMatchError(err) || isCRDMissing(err):
+		return fmt.Errorf("the fleetvm.io API (%s) is not installed on this cluster: is the kubeconfig context the OCM hub running FleetVM? (%w)", kind, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("not allowed to read or change %s in namespace %q: %w", kind, namespace, err)
+	}
+	if name != "" {
+		return fmt.Errorf("%s %s/%s: %w", kind, namespace, name, err)
+	}
+	return fmt.Errorf("list %s: %w", kind, err)
+}
+
+// isCRDMissing reports a NotFound for the resource itself (the CRD is
+// absent), as opposed to a named object being absent.
+func isCRDMissing(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsNotFound(err) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Name == ""
+}

@@ -1,0 +1,203 @@
+package kubectlfleetvm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+const kindFVM = "FleetVirtualMachine"
+
+// conditionOrder is the order conditions are shown in.
+var conditionOrder = []string{
+	fleetv1alpha1.ConditionReady,
+	fleetv1alpha1.ConditionPlaced,
+	fleetv1alpha1.ConditionDelivered,
+	fleetv1alpha1.ConditionAvailable,
+	fleetv1alpha1.ConditionDegraded,
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show a FleetVirtualMachine on every cluster, or one line per FleetVirtualMachine",
+		Example: `  # every FleetVirtualMachine in the namespace, one line each
+  kubectl fleetvm status -n vms
+
+  # every copy of one, cluster by cluster
+  kubectl fleetvm status -n vms rhel9`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.complete(); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				if o.allNamespaces {
+					return fmt.Errorf("a NAME and --all-namespaces do not go together: give -n NAMESPACE instead")
+				}
+				return o.statusOne(cmd.Context(), args[0])
+			}
+			return o.statusList(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List FleetVirtualMachines in all namespaces.")
+	return cmd
+}
+
+func (o *options) statusOne(ctx context.Context, name string) error {
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: name}, fvm); err != nil {
+		return explain(err, kindFVM, o.namespace, name)
+	}
+	return writeStatus(o.out, fvm, o.now())
+}
+
+func (o *options) statusList(ctx context.Context) error {
+	list := &fleetv1alpha1.FleetVirtualMachineList{}
+	if err := o.client.List(ctx, list, client.InNamespace(o.listNamespace())); err != nil {
+		return explain(err, kindFVM, o.listNamespace(), "")
+	}
+	if len(list.Items) == 0 {
+		fmt.Fprintln(o.errOut, noneFound("FleetVirtualMachines", o.listNamespace()))
+		return nil
+	}
+	return writeList(o.out, list.Items, o.allNamespaces, o.now())
+}
+
+func noneFound(what, namespace string) string {
+	if namespace == "" {
+		return fmt.Sprintf("No %s found.", what)
+	}
+	return fmt.Sprintf("No %s found in namespace %q.", what, namespace)
+}
+
+// writeStatus prints one FleetVirtualMachine: a header, one row per
+// cluster, the summary and the conditions.
+func writeStatus(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, now time.Time) error {
+	st := fvm.Status
+	fmt.Fprintf(out, "FleetVirtualMachine %s/%s  runStrategy %s  generation %d, status observed %d\n",
+		fvm.Namespace, fvm.Name, runStrategyOf(fvm), fvm.Generation, st.ObservedGeneration)
+	switch {
+	case st.ObservedGeneration == 0 && len(st.Conditions) == 0:
+		fmt.Fprintln(out, "No status yet: the FleetVM hub controller has not reconciled this object.")
+		return nil
+	case st.ObservedGeneration < fvm.Generation:
+		fmt.Fprintf(out, "The status below is for generation %d: the hub controller has not caught up with generation %d yet.\n",
+			st.ObservedGeneration, fvm.Generation)
+	}
+	fmt.Fprintln(out)
+
+	if len(st.Clusters) == 0 {
+		fmt.Fprintln(out, "No clusters: the placement has decided none yet.")
+	} else {
+		tw := newTable(out)
+		row(tw, "CLUSTER", "ENV", "PHASE", "READY", "NODE", "IPS", "SYNC/HEALTH", "SINCE", "MESSAGE")
+		for _, c := range st.Clusters {
+			row(tw, c.Cluster, c.Environment, string(c.Phase), fmt.Sprint(c.Ready), c.Node, join(c.IPAddresses),
+				syncHealth(c.SyncStatus, c.Health), age(now, c.LastTransitionTime), c.Message)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	s := st.Summary
+	fmt.Fprintf(out, "\nSummary: desired %d, placed %d, ready %d, running %d, stopped %d, failed %d, unknown %d\n",
+		s.Desired, s.Placed, s.Ready, s.Running, s.Stopped, s.Failed, s.Unknown)
+
+	if len(st.Conditions) > 0 {
+		fmt.Fprintln(out)
+		tw := newTable(out)
+		row(tw, "CONDITION", "STATUS", "REASON", "MESSAGE")
+		for _, c := range sortedConditions(fvm) {
+			row(tw, c.Type, c.Status, c.Reason, c.Message)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// writeList prints one line per FleetVirtualMachine.
+func writeList(out io.Writer, items []fleetv1alpha1.FleetVirtualMachine, allNamespaces bool, now time.Time) error {
+	items = slices.Clone(items)
+	slices.SortFunc(items, func(a, b fleetv1alpha1.FleetVirtualMachine) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	tw := newTable(out)
+	header := []string{"NAME", "RUNSTRATEGY", "DESIRED", "PLACED", "READY", "RUNNING", "STOPPED", "FAILED", "UNKNOWN", "STATUS", "AGE"}
+	if allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	row(tw, header...)
+	for i := range items {
+		fvm := &items[i]
+		s := fvm.Status.Summary
+		cells := []string{fvm.Name, string(runStrategyOf(fvm)), itoa(s.Desired), itoa(s.Placed), itoa(s.Ready),
+			itoa(s.Running), itoa(s.Stopped), itoa(s.Failed), itoa(s.Unknown), readyReason(fvm), age(now, &fvm.CreationTimestamp)}
+		if allNamespaces {
+			cells = append([]string{fvm.Namespace}, cells...)
+		}
+		row(tw, cells...)
+	}
+	return tw.Flush()
+}
+
+// readyReason is what the STATUS column of `kubectl get fvm` shows: the
+// Ready condition's reason, marked when the status is stale.
+func readyReason(fvm *fleetv1alpha1.FleetVirtualMachine) string {
+	c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionReady)
+	if c == nil {
+		return "NoStatus"
+	}
+	if fvm.Status.ObservedGeneration < fvm.Generation {
+		return c.Reason + " (outdated)"
+	}
+	return c.Reason
+}
+
+func sortedConditions(fvm *fleetv1alpha1.FleetVirtualMachine) []conditionView {
+	var out []conditionView
+	for _, c := range fvm.Status.Conditions {
+		out = append(out, conditionView{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message})
+	}
+	rank := func(t string) int {
+		if i := slices.Index(conditionOrder, t); i >= 0 {
+			return i
+		}
+		return len(conditionOrder)
+	}
+	slices.SortStableFunc(out, func(a, b conditionView) int {
+		if d := rank(a.Type) - rank(b.Type); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Type, b.Type)
+	})
+	return out
+}
+
+type conditionView struct {
+	Type, Status, Reason, Message string
+}
+
+func syncHealth(sync, health string) string {
+	if sync == "" && health == "" {
+		return none
+	}
+	return cell(sync) + "/" + cell(health)
+}
+
+// runStrategyOf is the runStrategy in effect: the API defaults it to Always.
+func runStrategyOf(fvm *fleetv1alpha1.FleetVirtualMachine) fleetv1alpha1.RunStrategy {
+	if fvm.Spec.RunStrategy == "" {
+		return fleetv1alpha1.RunStrategyAlways
+	}
+	return fvm.Spec.RunStrategy
+}
