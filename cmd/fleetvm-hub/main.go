@@ -20,6 +20,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/certs"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 )
 
@@ -114,6 +115,10 @@ func main() {
 	ctx := ctrl.SetupSignalHandler()
 	if err := hub.SetupReconcilers(ctx, mgr, opts); err != nil {
 		log.Error(err, "set up reconcilers")
+		os.Exit(1)
+	}
+	if err := fleetmetrics.Register(mgr.GetCache()); err != nil {
+		log.Error(err, "register fleet metrics")
 		os.Exit(1)
 	}
 	if !disableWebhook {
