@@ -1,0 +1,147 @@
+// Package metrics checks the fleet metrics as fleetvm-hub serves them: the
+// collector registered with pkg/metrics.Register on a real manager's cache,
+// against a real hub API server.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const wait = 30 * time.Second
+
+var fleet *fleetenv.Fleet
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fleetenv.Start(ctx, fleetenv.Options{NoPlacementController: true, Scheme: hub.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = f.Stop() }()
+	fleet = f
+
+	// As cmd/fleetvm-hub builds its manager, without reconcilers: the
+	// collector reads what the cache holds.
+	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
+		Scheme:  hub.Scheme(),
+		Cache:   hub.CacheOptions(),
+		Client:  hub.ClientOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err == nil {
+		err = fleetmetrics.Register(mgr.GetCache())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	return m.Run()
+}
+
+func TestFleetMetricsFromTheCache(t *testing.T) {
+	ctx := t.Context()
+	c := fleet.Hub.Client
+	if err := fleet.Hub.EnsureNamespace(ctx, "vms"); err != nil {
+		t.Fatal(err)
+	}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
+"spec":{"template":{"spec":{"domain":{"memory":{"guest":"2Gi"},"devices":{}}}}}}`)},
+			Placement: fleetv1alpha1.FleetPlacement{Environment: "prod"},
+		},
+	}
+	if err := c.Create(ctx, fvm); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	fvm.Status = fleetv1alpha1.FleetVirtualMachineStatus{
+		ObservedGeneration: fvm.Generation,
+		Conditions: []metav1.Condition{
+			{Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonSomeNotReady, LastTransitionTime: now},
+		},
+		Clusters: []fleetv1alpha1.ClusterStatus{
+			{Cluster: "prod-a", Phase: fleetv1alpha1.ClusterPhaseRunning, Ready: true},
+			{Cluster: "prod-b", Phase: fleetv1alpha1.ClusterPhaseFailed},
+		},
+		Summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Ready: 1, Running: 1, Failed: 1},
+	}
+	if err := c.Status().Update(ctx, fvm); err != nil {
+		t.Fatal(err)
+	}
+	fdi := &fleetv1alpha1.FleetDiskImage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "rhel9"},
+		Spec: fleetv1alpha1.FleetDiskImageSpec{
+			Source:  fleetv1alpha1.DiskImageSource{HTTP: &fleetv1alpha1.HTTPSource{URL: "https://images.example.com/rhel9.qcow2"}},
+			Storage: fleetv1alpha1.DiskImageStorage{Size: resource.MustParse("30Gi")},
+		},
+	}
+	if err := c.Create(ctx, fdi); err != nil {
+		t.Fatal(err)
+	}
+	fdi.Status = fleetv1alpha1.FleetDiskImageStatus{Clusters: []fleetv1alpha1.ImageClusterStatus{
+		{Cluster: "prod-a", Phase: fleetv1alpha1.ImagePhaseReady, References: 3},
+	}}
+	if err := c.Status().Update(ctx, fdi); err != nil {
+		t.Fatal(err)
+	}
+
+	want := `
+# HELP fleetvm_diskimage_references VMs on a cluster, fleet-managed or not, that use a FleetDiskImage (status.clusters[].references).
+# TYPE fleetvm_diskimage_references gauge
+fleetvm_diskimage_references{cluster="prod-a",image="rhel9",namespace="vms"} 3
+# HELP fleetvm_fleetvirtualmachine_clusters_ready Clusters where a FleetVirtualMachine's VM is running and ready (status.summary.ready).
+# TYPE fleetvm_fleetvirtualmachine_clusters_ready gauge
+fleetvm_fleetvirtualmachine_clusters_ready{name="web",namespace="vms"} 1
+# HELP fleetvm_metrics_list_errors_total Scrapes in which reading a kind from the hub's cache failed; that kind's fleetvm_ series were left out.
+# TYPE fleetvm_metrics_list_errors_total counter
+fleetvm_metrics_list_errors_total{kind="FleetDiskImage"} 0
+fleetvm_metrics_list_errors_total{kind="FleetVirtualMachine"} 0
+`
+	names := []string{"fleetvm_diskimage_references", "fleetvm_fleetvirtualmachine_clusters_ready", "fleetvm_metrics_list_errors_total"}
+	var last error
+	// The cache follows the API server asynchronously: scrape until it has.
+	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		last = testutil.GatherAndCompare(ctrlmetrics.Registry, strings.NewReader(want), names...)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("scrapes never showed the fleet: %v\n%v", err, last)
+	}
+	if n, err := testutil.GatherAndCount(ctrlmetrics.Registry, "fleetvm_fleetvirtualmachine_clusters"); err != nil || n != 10 {
+		t.Errorf("fleetvm_fleetvirtualmachine_clusters: %d series (err %v), want one per phase (10)", n, err)
+	}
+}
