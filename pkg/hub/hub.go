@@ -22,10 +22,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/imageinventory"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
+	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
 
 // Scheme returns the types fleetvm-hub reads and writes.
@@ -77,15 +80,23 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := fleetvirtualmachine.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	tally := imagerefs.New()
+	imageEvents := make(chan event.GenericEvent)
 	r := &fleetvirtualmachine.Reconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorderFor("fleetvm-hub"),
 		Clock:                   clock.RealClock{},
 		Config:                  opts.FleetVM,
+		Images:                  tally,
+		ImageEvents:             imageEvents,
 		MaxConcurrentReconciles: opts.Workers,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up FleetVirtualMachine controller: %w", err)
+	}
+	inventories := &imageinventory.Reconciler{Client: mgr.GetClient(), Tally: tally, Notify: imageEvents}
+	if err := inventories.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up image inventory controller: %w", err)
 	}
 	if err := (&shapes.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up VM shapes controller: %w", err)

@@ -368,15 +368,21 @@ type PlacementStatus struct {
 	DecidedClusters []string `json:"decidedClusters,omitempty"`
 }
 
-// DiskImageUsage is one disk image the VM uses.
+// DiskImageUsage is one disk image the VM uses, with the references to it
+// across the fleet.
 type DiskImageUsage struct {
-	// name of the FleetDiskImage.
+	// image identifies the image as the agents report it:
+	// "datasource:<namespace>/<name>", "pvc:<namespace>/<name>",
+	// "http:<url>", "registry:<url>", "s3:<url>" or "containerdisk:<image>".
 	// +required
-	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
-	// readyClusters is the number of this VM's clusters where it is Ready.
-	ReadyClusters int32 `json:"readyClusters"`
-	// references is the number of VMs using it across the fleet.
+	// +kubebuilder:validation:MaxLength=2100
+	Image string `json:"image"`
+	// clusters is the number of this VM's clusters where the VM uses it.
+	// +required
+	Clusters int32 `json:"clusters"`
+	// references is the number of VMs using the image across the fleet,
+	// managed by FleetVM or not, from every cluster's image inventory.
+	// +required
 	References int32 `json:"references"`
 }
 
@@ -408,11 +414,11 @@ type FleetVirtualMachineStatus struct {
 	// +optional
 	Summary FleetSummary `json:"summary,omitempty"`
 
-	// diskImages are the disk images the VM uses.
+	// diskImages are the disk images the VM uses on its clusters, sorted.
 	// +optional
 	// +listType=map
-	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=16
+	// +listMapKey=image
+	// +kubebuilder:validation:MaxItems=64
 	DiskImages []DiskImageUsage `json:"diskImages,omitempty"`
 }
 

@@ -31,8 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
 
 // Finalizer holds a FleetVirtualMachine until its VMs are removed (Delete)
@@ -45,6 +47,11 @@ type Reconciler struct {
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
 	Config   Config
+	// Images gives the fleet-wide references of the disk images the VMs
+	// use; ImageEvents wakes a FleetVirtualMachine when a total it shows
+	// changed. Both optional: without them, references are not shown.
+	Images      *imagerefs.Tally
+	ImageEvents <-chan event.GenericEvent
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
 }
@@ -69,6 +76,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, fvm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.observeImages(req.NamespacedName, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if fvm.DeletionTimestamp != nil {
@@ -130,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.readClusterState(ctx, fvm, &in); err != nil {
 		errs = append(errs, err)
 	}
+	in.ImageTotals = r.observeImages(req.NamespacedName, reportedImages(in.Reports))
 	fvm.Status = computeStatus(in)
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil {
 		errs = append(errs, err)
@@ -266,6 +277,15 @@ func (r *Reconciler) readClusterState(ctx context.Context, fvm *fleetv1alpha1.Fl
 	return joinErrors(errs)
 }
 
+// observeImages returns the fleet-wide totals of the images and has the
+// tally wake this FleetVirtualMachine when one changes.
+func (r *Reconciler) observeImages(key types.NamespacedName, images []string) map[string]int32 {
+	if r.Images == nil {
+		return nil
+	}
+	return r.Images.Observe(key, images)
+}
+
 // reportName is the name of a FleetVirtualMachine's VMReport in a cluster
 // namespace.
 func reportName(fvm *fleetv1alpha1.FleetVirtualMachine) string {
@@ -342,7 +362,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers == 0 {
 		workers = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.ImageEvents != nil {
+		b = b.WatchesRawSource(source.Channel(r.ImageEvents, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		Named("fleetvirtualmachine").
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&clusterv1beta1.Placement{}, byLabels, inArgo).

@@ -2,6 +2,7 @@ package fleetvirtualmachine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -45,8 +46,10 @@ type statusInputs struct {
 	Leaving            map[string]metav1.Time
 	Clusters           map[string]clusterInfo
 	Reports            map[string]*fleetv1alpha1.VMState
-	Previous           fleetv1alpha1.FleetVirtualMachineStatus
-	Now                metav1.Time
+	// ImageTotals are the fleet-wide references of the reported images.
+	ImageTotals map[string]int32
+	Previous    fleetv1alpha1.FleetVirtualMachineStatus
+	Now         metav1.Time
 }
 
 // computeStatus returns the new status: every owned condition is computed
@@ -55,7 +58,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	out := fleetv1alpha1.FleetVirtualMachineStatus{
 		ObservedGeneration: in.Generation,
 		Conditions:         slices.Clone(in.Previous.Conditions),
-		DiskImages:         in.Previous.DiskImages,
+		DiskImages:         diskImages(in),
 	}
 	if in.PlacementRef != nil {
 		p := *in.PlacementRef
@@ -152,6 +155,39 @@ func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
 	e.Phase = phaseOf(report.PrintableStatus)
 	e.Message = report.Conditions
 	return e
+}
+
+// reportedImages lists the images the reported VMs use, sorted.
+func reportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
+	var out []string
+	for _, r := range reports {
+		out = append(out, r.DiskImages...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// diskImages lists each image the VM uses on its clusters, on how many,
+// and its references across the fleet. A cluster whose state is unknown
+// is still counted: its VM was using the image when last seen, and an
+// image must never look less used than it may be.
+func diskImages(in statusInputs) []fleetv1alpha1.DiskImageUsage {
+	clusters := map[string]int32{}
+	for _, r := range in.Reports {
+		for _, image := range slices.Compact(slices.Sorted(slices.Values(r.DiskImages))) {
+			clusters[image]++
+		}
+	}
+	out := make([]fleetv1alpha1.DiskImageUsage, 0, len(clusters))
+	for _, image := range slices.Sorted(maps.Keys(clusters)) {
+		out = append(out, fleetv1alpha1.DiskImageUsage{Image: image, Clusters: clusters[image], References: in.ImageTotals[image]})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	// The API holds 64; a VM reports at most 32, so more means copies that
+	// differ by cluster, and the first 64 say enough.
+	return out[:min(len(out), 64)]
 }
 
 // phaseOf maps KubeVirt's printableStatus onto a ClusterPhase.
