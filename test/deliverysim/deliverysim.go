@@ -1,0 +1,275 @@
+// Package deliverysim stands in for Argo CD in integration tests that run
+// no Argo CD controllers. It is not Argo CD and does not pretend to be:
+//
+//   - ApplicationSets are rendered by Argo CD's own generator and template
+//     code (package appsetsim), and their Applications created or updated;
+//   - each Application's Helm source is rendered by Helm's own engine from
+//     the chart in this repository (the fleetvm-vm chart that carries inline
+//     templates) and applied to its destination cluster by server-side
+//     apply;
+//   - the Application's status is set to Synced and Healthy once applied
+//     (no diffing, no health assessment);
+//   - deleting an Application that carries Argo CD's resources finalizer
+//     deletes what it rendered, then removes the finalizer.
+//
+// Git sources are not supported: the Application's status says so. The local
+// fleet (make run) and its end-to-end test run the real Argo CD.
+package deliverysim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/gitops-engine/pkg/health"
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/strvals"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetvm/fleetvm/test/appsetsim"
+)
+
+// FieldManager is the server-side apply field manager on the clusters.
+const FieldManager = "fleetvm-deliverysim"
+
+// Options configure the stand-in.
+type Options struct {
+	// Hub is the hub API server; Scheme must know Argo CD's types.
+	Hub    *rest.Config
+	Scheme *runtime.Scheme
+	// Namespace is the Argo CD namespace.
+	Namespace string
+	// ChartRoot is the folder chart paths are relative to (the repository
+	// root): a source's path, or charts/<chart> under deploy/ for a chart
+	// from a Helm repository.
+	ChartRoot string
+	// Clusters are the destination clusters by name.
+	Clusters map[string]client.Client
+	Logger   logr.Logger
+}
+
+// Run runs the stand-in until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	mgr, err := ctrl.NewManager(opts.Hub, ctrl.Options{
+		Scheme:                 opts.Scheme,
+		Logger:                 opts.Logger,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+	})
+	if err != nil {
+		return err
+	}
+	direct, err := client.New(opts.Hub, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		return err
+	}
+	sim, err := appsetsim.New(ctx, opts.Hub, direct, opts.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("deliverysim-appset").
+		For(&argov1alpha1.ApplicationSet{}).
+		Complete(&appSets{sim: sim}); err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("deliverysim-app").
+		For(&argov1alpha1.Application{}).
+		Complete(&apps{client: mgr.GetClient(), opts: opts}); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// appSets renders ApplicationSets as the applicationset-controller does
+// (policy create-update).
+type appSets struct{ sim *appsetsim.Sim }
+
+func (a *appSets) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if _, err := a.sim.Sync(ctx, req.NamespacedName); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// apps applies each Application's rendered manifests to its cluster.
+type apps struct {
+	client client.Client
+	opts   Options
+}
+
+func (a *apps) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	app := &argov1alpha1.Application{}
+	if err := a.client.Get(ctx, req.NamespacedName, app); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster, ok := a.opts.Clusters[app.Spec.Destination.Name]
+	if !ok {
+		return ctrl.Result{}, a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeUnknown, "Unknown",
+			fmt.Sprintf("cluster %q is not known to the delivery stand-in", app.Spec.Destination.Name))
+	}
+	objs, renderErr := a.render(app)
+
+	if app.DeletionTimestamp != nil {
+		finalizers := resourceFinalizers(app)
+		if len(finalizers) == 0 {
+			return ctrl.Result{}, nil
+		}
+		if renderErr != nil {
+			return ctrl.Result{}, renderErr
+		}
+		for _, o := range objs {
+			if err := cluster.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("delete %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+		}
+		patch := client.MergeFrom(app.DeepCopy())
+		for _, f := range finalizers {
+			controllerutil.RemoveFinalizer(app, f)
+		}
+		return ctrl.Result{}, a.client.Patch(ctx, app, patch)
+	}
+
+	if renderErr != nil {
+		return ctrl.Result{}, a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeUnknown, "Unknown", renderErr.Error())
+	}
+	if slices.Contains(app.Spec.SyncPolicy.SyncOptions, "CreateNamespace=true") && app.Spec.Destination.Namespace != "" {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app.Spec.Destination.Namespace}}
+		if err := cluster.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, o := range objs {
+		//nolint:staticcheck // client.Apply with unstructured objects is the simple form here.
+		if err := cluster.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return ctrl.Result{}, errors.Join(
+				fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err),
+				a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeOutOfSync, "Degraded", err.Error()))
+		}
+	}
+	return ctrl.Result{}, a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeSynced, "Healthy", "")
+}
+
+// render renders the Application's Helm source with Helm's engine.
+func (a *apps) render(app *argov1alpha1.Application) ([]*unstructured.Unstructured, error) {
+	src := app.Spec.Source
+	if src == nil || src.Helm == nil {
+		return nil, errors.New("the delivery stand-in renders only Helm sources (inline templates); git sources need the real Argo CD")
+	}
+	dir := src.Path
+	if dir == "" {
+		dir = filepath.Join("deploy", "charts", src.Chart)
+	}
+	chart, err := loader.Load(filepath.Join(a.opts.ChartRoot, dir))
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	values := map[string]any{}
+	if src.Helm.ValuesObject != nil && len(src.Helm.ValuesObject.Raw) > 0 {
+		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &values); err != nil {
+			return nil, fmt.Errorf("decode valuesObject: %w", err)
+		}
+	}
+	for _, p := range src.Helm.Parameters {
+		parse := strvals.ParseInto
+		if p.ForceString {
+			parse = strvals.ParseIntoString
+		}
+		if err := parse(p.Name+"="+p.Value, values); err != nil {
+			return nil, fmt.Errorf("helm parameter %s: %w", p.Name, err)
+		}
+	}
+	namespace := app.Spec.Destination.Namespace
+	release := src.Helm.ReleaseName
+	if release == "" {
+		release = app.Name
+	}
+	rv, err := chartutil.ToRenderValues(chart, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace}, nil)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Render(chart, rv)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*unstructured.Unstructured
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(files[name]), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("decode %s: %w", name, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetNamespace() == "" {
+				u.SetNamespace(namespace)
+			}
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// setStatus writes the Application's sync and health status when it
+// changed.
+func (a *apps) setStatus(ctx context.Context, app *argov1alpha1.Application, sync argov1alpha1.SyncStatusCode, healthStatus, message string) error {
+	if app.Status.Sync.Status == sync && string(app.Status.Health.Status) == healthStatus && app.Status.Health.Message == message { //nolint:staticcheck // see below
+		return nil
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	app.Status.Sync.Status = sync
+	app.Status.Health.Status = health.HealthStatusCode(healthStatus)
+	app.Status.Health.Message = message //nolint:staticcheck // Argo CD still shows it.
+	return a.client.Patch(ctx, app, patch)
+}
+
+// resourceFinalizers are the Argo CD finalizers that ask for the
+// Application's resources to be deleted with it.
+func resourceFinalizers(app *argov1alpha1.Application) []string {
+	var out []string
+	for _, f := range app.Finalizers {
+		if f == argov1alpha1.ResourcesFinalizerName || strings.HasPrefix(f, argov1alpha1.ResourcesFinalizerName+"/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }

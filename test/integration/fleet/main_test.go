@@ -1,0 +1,175 @@
+// Package fleet tests FleetVM end to end on a hub and two spokes, all real
+// API servers: the real OCM placement scheduler, fleetvm-hub's reconcilers,
+// one fleetvm-agent per spoke with the hub permissions the addon grants it,
+// the KubeVirt simulator on each spoke, and the delivery stand-in in place
+// of Argo CD (ApplicationSets rendered by Argo CD's own code, the VM chart
+// rendered by Helm's engine and applied to the spokes).
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	addonagent "open-cluster-management.io/addon-framework/pkg/agent"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetvm/fleetvm/pkg/addon"
+	"github.com/fleetvm/fleetvm/pkg/agent"
+	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/appsetsim"
+	"github.com/fleetvm/fleetvm/test/deliverysim"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const (
+	argoNS = "argocd"
+	wait   = 60 * time.Second
+	// nodeCPU and nodeMemory size each spoke's one node.
+	nodeCPU, nodeMemory = "16", "64Gi"
+)
+
+var (
+	fleet  *fleetenv.Fleet
+	spokes = []string{"prod-a", "prod-b"}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(agenttest.Logger())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	fleet = f
+	runners, err := startFleet(ctx, f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	for name, done := range runners {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// startFleet joins the spokes to the hub and starts everything that runs:
+// fleetvm-hub, the delivery stand-in, and per spoke the agent (with the
+// simulator).
+func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error, error) {
+	runners := map[string]<-chan error{}
+	start := func(name string, fn func() error) {
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		runners[name] = done
+	}
+	argo, err := appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS)
+	if err == nil {
+		err = argo.Setup(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	clusters := map[string]client.Client{}
+	for _, s := range f.Spokes {
+		labels := map[string]string{"env": "prod"}
+		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: labels}); err != nil {
+			return nil, err
+		}
+		if err := argo.ClusterSecret(ctx, s.Name, labels); err != nil {
+			return nil, err
+		}
+		if _, err := s.CreateNode(ctx, fleetenv.Node{Name: s.Name + "-node-1", CPU: nodeCPU, Memory: nodeMemory}); err != nil {
+			return nil, err
+		}
+		hubConfig, err := agentHubConfig(ctx, f, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		clusters[s.Name] = s.Client
+		spoke := s
+		start("agent "+s.Name, func() error {
+			return agent.Run(ctx, agent.Options{
+				ClusterName: spoke.Name, SpokeConfig: spoke.Config, HubConfig: hubConfig,
+				Logger: agenttest.Logger(), SimulateKubeVirt: true,
+				CapacityDebounce: 200 * time.Millisecond,
+			})
+		})
+	}
+	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
+		Scheme:     hub.Scheme(),
+		Cache:      hub.CacheOptions(),
+		Client:     hub.ClientOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Logger:     agenttest.Logger(),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := fleetvirtualmachine.DefaultConfig()
+	cfg.ArgoNamespace = argoNS
+	cfg.GracePeriod = time.Minute
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg}); err != nil {
+		return nil, err
+	}
+	start("fleetvm-hub", func() error { return mgr.Start(ctx) })
+	start("delivery stand-in", func() error {
+		return deliverysim.Run(ctx, deliverysim.Options{
+			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: argoNS, ChartRoot: root,
+			Clusters: clusters, Logger: agenttest.Logger(),
+		})
+	})
+	return runners, nil
+}
+
+// agentHubConfig grants a cluster's agent what the addon grants it (the
+// Role of addon.AgentHubRules in its cluster namespace, bound to its own
+// group) and returns the credentials of the identity its registration CSR
+// asks for.
+func agentHubConfig(ctx context.Context, f *fleetenv.Fleet, cluster string) (*rest.Config, error) {
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.AddonName, Namespace: cluster}}
+	if err := f.Hub.Client.Create(ctx, mca); err != nil {
+		return nil, err
+	}
+	mc := &clusterv1.ManagedCluster{}
+	if err := f.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		return nil, err
+	}
+	if err := addon.PermissionConfig(kubernetes.NewForConfigOrDie(f.Hub.Config))(mc, mca); err != nil {
+		return nil, err
+	}
+	return f.Hub.AddUser(addon.AgentUser(cluster), addonagent.DefaultGroups(cluster, addon.AddonName)...)
+}
