@@ -62,6 +62,11 @@ type Cluster struct {
 	env *envtest.Environment
 }
 
+// crdInstallWait bounds how long the API servers may take to serve the
+// CRDs. envtest's default (10s) is too short for ~40 CRDs on a loaded
+// 2-core machine; the wait ends as soon as they are served.
+const crdInstallWait = 2 * time.Minute
+
 // Fleet is a running hub and its spokes.
 type Fleet struct {
 	Hub    *Cluster
@@ -102,7 +107,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 
 	hubEnv := &envtest.Environment{
 		BinaryAssetsDirectory:   assets,
-		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true},
+		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
 		ControlPlaneStopTimeout: 20 * time.Second,
 	}
 	if opts.HubWebhook != nil {
@@ -112,7 +117,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	for _, name := range opts.Spokes {
 		f.Spokes = append(f.Spokes, &Cluster{Name: name, env: &envtest.Environment{
 			BinaryAssetsDirectory:   assets,
-			CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.spoke, ErrorIfPathMissing: true},
+			CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.spoke, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
 			ControlPlaneStopTimeout: 20 * time.Second,
 		}})
 	}
