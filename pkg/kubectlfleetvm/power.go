@@ -266,7 +266,7 @@ func (o *options) waitFor(ctx context.Context, key client.ObjectKey, generation 
 			if apierrors.IsNotFound(err) {
 				return false, explain(err, kindFVM, key.Namespace, key.Name)
 			}
-			if ctx.Err() == nil { // not the wait itself ending
+			if !ending(ctx) {
 				last = err
 			}
 			return false, nil
@@ -301,6 +301,17 @@ func (o *options) waitFor(ctx context.Context, key client.ObjectKey, generation 
 		return fmt.Errorf("%s (last error: %w)", msg, last)
 	}
 	return errors.New(msg)
+}
+
+// ending tells whether ctx is done or at its deadline: a read failing then
+// failed because the wait itself ended (the rate limiter refuses a request
+// past the deadline before the context reports it).
+func ending(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // progress tells whether every cluster the VM is placed on reached t, and
