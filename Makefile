@@ -45,7 +45,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=deploy/crds
-	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... \
+	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... paths=./pkg/metrics/... \
 		output:rbac:artifacts:config=deploy/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhook/... output:webhook:artifacts:config=deploy/webhook
 
@@ -73,6 +73,10 @@ verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, w
 test: test-binaries ## Run all tests: unit, integration on real API servers, and the real OCM scheduler.
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
+
+.PHONY: bench-aggregation
+bench-aggregation: test-binaries ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
+	$(GO) test -run '^$$' -bench BenchmarkAggregation -benchmem -benchtime $${BENCHTIME:-200x} -timeout 60m ./test/benchmark/aggregation/
 
 .PHONY: test-binaries
 test-binaries: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for the test environment (reused when present).
