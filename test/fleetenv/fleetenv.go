@@ -1,7 +1,9 @@
 // Package fleetenv starts a local OCM fleet for tests and the local fleet:
 // one hub and any number of spokes, each a real kube-apiserver and etcd
 // (controller-runtime envtest), with every CRD FleetVM talks to installed and
-// the real OCM placement scheduler running in-process against the hub.
+// the real OCM placement scheduler running in-process against the hub. On
+// request, the real OCM work agent runs in-process for every spoke, so
+// ManifestWorks on the hub land on the spokes.
 //
 // kube-apiserver and etcd are built from the Go module proxy into bin/ by
 // `make test-binaries`. They are started through bin/pdeathsig so the kernel
@@ -40,6 +42,14 @@ type Options struct {
 	// NoPlacementController skips the in-process OCM placement scheduler.
 	NoPlacementController bool
 
+	// WorkAgents runs the real OCM work agent in-process for every spoke:
+	// ManifestWorks in the spoke's cluster namespace on the hub (the
+	// namespace RegisterManagedCluster creates) are applied to the spoke,
+	// and their Applied and Available conditions and status feedback are
+	// written back; deleting a ManifestWork removes what it applied. Off by
+	// default: most tests play the agent themselves.
+	WorkAgents bool
+
 	// HubWebhook, when set, is installed into the hub so that its API server
 	// calls webhooks served by the test process.
 	HubWebhook *envtest.WebhookInstallOptions
@@ -73,10 +83,13 @@ type Fleet struct {
 	Spokes []*Cluster
 	Scheme *runtime.Scheme
 
-	dir          string
-	cancel       context.CancelFunc
-	placementErr chan error
-	stopOnce     sync.Once
+	dir string
+	// cancel stops the in-process controllers (placement scheduler, work
+	// agents); background counts them, so Stop waits until they returned.
+	cancel         context.CancelFunc
+	background     sync.WaitGroup
+	backgroundErrs chan error
+	stopOnce       sync.Once
 }
 
 // Start starts the hub and the spokes in parallel and, unless disabled, the
@@ -103,7 +116,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Scheme: scheme, dir: dir}
+	f := &Fleet{Scheme: scheme, dir: dir, backgroundErrs: make(chan error, len(opts.Spokes))}
 
 	hubEnv := &envtest.Environment{
 		BinaryAssetsDirectory:   assets,
@@ -141,22 +154,48 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		*opts.HubWebhook = hubEnv.WebhookInstallOptions
 	}
 
-	if !opts.NoPlacementController {
+	if !opts.NoPlacementController || opts.WorkAgents {
 		quietKlog()
-		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		f.cancel = cancel
-		f.placementErr = make(chan error, 1)
-		if err := runBindingStandIn(pctx, f.Hub.Config, f.Hub.Client); err != nil {
+		if err := f.startControllers(bctx, opts); err != nil {
 			_ = f.Stop()
 			return nil, err
 		}
+	}
+	return f, nil
+}
+
+// startControllers starts the in-process controllers opts ask for; they
+// run until ctx ends.
+func (f *Fleet) startControllers(ctx context.Context, opts Options) error {
+	if !opts.NoPlacementController {
+		if err := runBindingStandIn(ctx, f.Hub.Config, f.Hub.Client); err != nil {
+			return err
+		}
+		f.background.Add(1)
 		go func() {
-			f.placementErr <- placementcontrollers.RunControllerManager(pctx, &controllercmd.ControllerContext{
+			defer f.background.Done()
+			_ = placementcontrollers.RunControllerManager(ctx, &controllercmd.ControllerContext{
 				KubeConfig: rest.CopyConfig(f.Hub.Config),
 			})
 		}()
 	}
-	return f, nil
+	if opts.WorkAgents {
+		if err := workFeatureGates(); err != nil {
+			return err
+		}
+		for _, spoke := range f.Spokes {
+			f.background.Add(1)
+			go func() {
+				defer f.background.Done()
+				if err := runWorkAgent(ctx, f.Hub, spoke); err != nil {
+					f.backgroundErrs <- fmt.Errorf("work agent of %s: %w", spoke.Name, err)
+				}
+			}()
+		}
+	}
+	return nil
 }
 
 // quietKlog silences the placement scheduler's klog output, which would
@@ -183,14 +222,19 @@ func (c *Cluster) start(scheme *runtime.Scheme, dir string) error {
 	return writeKubeconfig(c.Kubeconfig, c.Name, cfg)
 }
 
-// Stop stops the placement scheduler and every API server and etcd, and
-// removes the temporary files. It is safe to call more than once.
+// Stop stops the placement scheduler, the work agents and every API server
+// and etcd, and removes the temporary files. It returns the errors of work
+// agents that failed. It is safe to call more than once.
 func (f *Fleet) Stop() error {
 	var errs []error
 	f.stopOnce.Do(func() {
 		if f.cancel != nil {
 			f.cancel()
-			<-f.placementErr
+		}
+		f.background.Wait()
+		close(f.backgroundErrs)
+		for err := range f.backgroundErrs {
+			errs = append(errs, err)
 		}
 		all := append([]*Cluster{f.Hub}, f.Spokes...)
 		var mu sync.Mutex
