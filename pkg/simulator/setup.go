@@ -31,6 +31,24 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("set up KubeVirt simulator: %w", err)
 	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("cdi-simulator-datavolume").
+		For(&cdiv1beta1.DataVolume{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Watches(&cdiv1beta1.DataSource{}, handler.EnqueueRequestsFromMapFunc(s.dataVolumesFrom)).
+		Complete(dataVolumeReconciler{s})
+	if err != nil {
+		return fmt.Errorf("set up CDI DataVolume simulator: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("cdi-simulator-datasource").
+		For(&cdiv1beta1.DataSource{}).
+		Watches(&cdiv1beta1.DataVolume{}, handler.EnqueueRequestsFromMapFunc(s.dataSourcesOf)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.dataSourcesOf)).
+		Complete(dataSourceReconciler{s})
+	if err != nil {
+		return fmt.Errorf("set up CDI DataSource simulator: %w", err)
+	}
 	return nil
 }
 
@@ -51,7 +69,7 @@ func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
 			names[r.Name] = true
 		}
 		s.mu.Lock()
-		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "datavolumes"} {
+		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "datavolumes", "datasources"} {
 			if names[r] {
 				s.statusSubresource[r] = names[r+"/status"]
 			}

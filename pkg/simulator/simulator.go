@@ -11,6 +11,13 @@
 // memory requests on the first node with room (so free capacity really
 // shrinks), or ErrorUnschedulable when no node has room; a VM that should
 // not run goes Stopping → Stopped and loses its instance and pod.
+//
+// It also stands in for CDI's DataVolume and DataSource controllers:
+// DataVolumes no VM owns (such as those a ManifestWork creates) are
+// imported the same way, each import that succeeds leaves a Bound
+// PersistentVolumeClaim of the DataVolume's name, an import from a host
+// ending in FailingHostSuffix fails, and every DataSource's Ready condition
+// follows the DataVolume or claim its spec.source.pvc names.
 package simulator
 
 import (

@@ -104,8 +104,17 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 
 // stepDataVolume moves an import one step: Pending while its DataSource
 // is missing or not Ready, then ImportScheduled, ImportInProgress 0.0% to
-// 100.0%, Succeeded.
+// 100.0%, Succeeded with a Bound PersistentVolumeClaim of the same name
+// (created before the phase says Succeeded, so whoever sees Succeeded finds
+// the claim). An import from a host that ends in FailingHostSuffix goes
+// from ImportScheduled to Failed instead. Failed and Succeeded are final.
 func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolume) (time.Duration, error) {
+	if dv.Status.Phase == cdiv1beta1.Failed {
+		return 0, nil
+	}
+	if dv.Status.Phase == cdiv1beta1.Succeeded {
+		return 0, s.ensureClaim(ctx, dv)
+	}
 	if ok, wait := s.due(dv.UID); !ok {
 		return wait, nil
 	}
@@ -114,24 +123,35 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 	if err != nil {
 		return 0, err
 	}
+	now := metav1.NewTime(s.clock.Now())
 	switch {
 	case !sourceReady:
 		st.Phase, st.Progress = cdiv1beta1.Pending, "N/A"
 	case st.Phase == "" || st.Phase == cdiv1beta1.Pending:
 		st.Phase, st.Progress = cdiv1beta1.ImportScheduled, "N/A"
 	case st.Phase == cdiv1beta1.ImportScheduled:
+		if host, fails := failingHost(dv); fails {
+			msg := fmt.Sprintf("Unable to connect to %s data source: dial tcp: lookup %s: no such host", sourceKind(dv), host)
+			st.Phase, st.Progress = cdiv1beta1.Failed, "N/A"
+			setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionFalse, reasonImportError, msg, now)
+			setDVCondition(st, cdiv1beta1.DataVolumeReady, corev1.ConditionFalse, reasonImportError, msg, now)
+			break
+		}
 		st.Phase, st.Progress = cdiv1beta1.ImportInProgress, formatProgress(0)
+		setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionTrue, "Running", "", now)
 	default:
 		var p float64
 		if _, err := fmt.Sscanf(string(st.Progress), "%f%%", &p); err != nil {
 			p = 0
 		}
 		if p >= 100 {
+			if err := s.ensureClaim(ctx, dv); err != nil {
+				return 0, err
+			}
 			st.Phase = cdiv1beta1.Succeeded
-			st.Conditions = []cdiv1beta1.DataVolumeCondition{{
-				Type: cdiv1beta1.DataVolumeReady, Status: corev1.ConditionTrue,
-				LastTransitionTime: metav1.NewTime(s.clock.Now()), Reason: "Completed",
-			}}
+			setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionFalse, "Completed", "", now)
+			setDVCondition(st, cdiv1beta1.DataVolumeBound, corev1.ConditionTrue, "Bound", fmt.Sprintf("PVC %s Bound", dv.Name), now)
+			setDVCondition(st, cdiv1beta1.DataVolumeReady, corev1.ConditionTrue, "Completed", "", now)
 		} else {
 			st.Phase, st.Progress = cdiv1beta1.ImportInProgress, formatProgress(min(p+progressStep, 100))
 		}
@@ -146,6 +166,25 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 	}
 	s.stepped(dv.UID)
 	return s.stepDelay, nil
+}
+
+// setDVCondition sets a DataVolume condition, moving its transition time
+// only when the status changes.
+func setDVCondition(st *cdiv1beta1.DataVolumeStatus, t cdiv1beta1.DataVolumeConditionType, status corev1.ConditionStatus, reason, message string, now metav1.Time) {
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != t {
+			continue
+		}
+		if c.Status != status {
+			c.LastTransitionTime = now
+		}
+		c.Status, c.Reason, c.Message = status, reason, message
+		return
+	}
+	st.Conditions = append(st.Conditions, cdiv1beta1.DataVolumeCondition{
+		Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now,
+	})
 }
 
 func formatProgress(p float64) cdiv1beta1.DataVolumeProgress {
