@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/localfleet"
+)
+
+// The specs run on the local fleet: real API servers, the real OCM
+// scheduler, real Argo CD, fleetvm-hub, the agents and the KubeVirt
+// simulator (see test/localfleet).
+
+const timeout = 3 * time.Minute
+
+var (
+	fleet   *localfleet.Fleet
+	logDir  string
+	started time.Duration
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(logr.Discard())
+	var err error
+	if logDir, err = os.MkdirTemp("", "fleetvm-e2e-logs-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	begin := time.Now()
+	fleet, err = localfleet.Start(context.Background(), localfleet.Options{
+		SimulatorStepDelay: 100 * time.Millisecond,
+		LogDir:             logDir,
+		Progress:           os.Stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the local fleet: %v\nArgo CD logs: %s\n", err, logDir)
+		return 1
+	}
+	started = time.Since(begin)
+	code := m.Run()
+	if err := fleet.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop the local fleet:", err)
+		code = 1
+	}
+	if code == 0 {
+		_ = os.RemoveAll(logDir)
+	} else {
+		fmt.Fprintf(os.Stderr, "Argo CD logs kept in %s\n", logDir)
+	}
+	return code
+}
+
+func spokes() map[string]client.Client {
+	out := map[string]client.Client{}
+	for _, s := range fleet.Spokes {
+		out[s.Name] = s.Client
+	}
+	return out
+}
+
+// checkArgoCD fails the test when an Argo CD component died.
+func checkArgoCD(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := fleet.Check(); err != nil {
+			t.Errorf("Argo CD: %v (logs in %s)", err, logDir)
+		}
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	checkArgoCD(t)
+	t.Logf("local fleet started in %s", started.Round(time.Second))
+	LifecycleSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e",
+		Environment:   "prod",
+		Clusters:      2,
+		Timeout:       timeout,
+	})
+}
+
+// TestExamples applies examples/ as `make run` does and waits for all of
+// them to be Ready; the git example must pick each cluster's overlay.
+func TestExamples(t *testing.T) {
+	checkArgoCD(t)
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := localfleet.LoadExamples(root + "/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fvm := range examples {
+		if fvm.Spec.Source != nil {
+			// make run serves examples/git on a fixed port; here the fleet
+			// picked a free one.
+			fvm.Spec.Source.RepoURL = fleet.GitRepoURL
+		}
+	}
+	got := ExamplesSpec(t, ExamplesInput{Hub: fleet.Hub.Client, Examples: examples, Timeout: timeout})
+
+	want := map[string]int{ // clusters per example, as examples/README.md says
+		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 3,
+	}
+	for _, fvm := range got {
+		if n := len(fvm.Status.Clusters); n != want[fvm.Name] {
+			t.Errorf("%s on %d clusters, want %d", fvm.Name, n, want[fvm.Name])
+		}
+		if fvm.Name != "example-server2019" {
+			continue
+		}
+		// The dev overlay halves the cores; prod keeps the base's 8.
+		for _, c := range fvm.Status.Clusters {
+			vm := &kubevirtv1.VirtualMachine{}
+			if err := fleet.Spoke(c.Cluster).Client.Get(t.Context(), client.ObjectKey{Namespace: fvm.Namespace, Name: fvm.Name}, vm); err != nil {
+				t.Fatal(err)
+			}
+			cores := vm.Spec.Template.Spec.Domain.CPU.Cores
+			if wantCores := map[string]uint32{"prod": 8, "dev": 4}[c.Environment]; cores != wantCores {
+				t.Errorf("Server 2019 on %s (%s): %d cores, want %d from the %s overlay", c.Cluster, c.Environment, cores, wantCores, c.Environment)
+			}
+			if vm.Labels[fleetv1alpha1.LabelCluster] != c.Cluster {
+				t.Errorf("Server 2019 on %s: label %s=%q", c.Cluster, fleetv1alpha1.LabelCluster, vm.Labels[fleetv1alpha1.LabelCluster])
+			}
+		}
+	}
+}

@@ -1,0 +1,432 @@
+// Package e2e holds FleetVM's end-to-end specs: real Argo CD delivers
+// FleetVirtualMachines to the clusters the real OCM scheduler picks, and
+// FleetVM reports them back. Each spec takes an input struct with clients
+// of the hub and the managed clusters, so the same spec runs on the local
+// fleet (localfleet_test.go) and on any other fleet, such as kind clusters
+// with real OCM, Argo CD and KubeVirt.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// LifecycleInput is what LifecycleSpec needs from a fleet.
+type LifecycleInput struct {
+	// Hub is an admin client of the hub whose scheme knows FleetVM and
+	// Argo CD types.
+	Hub client.Client
+	// Spokes are admin clients of the managed clusters, by cluster name;
+	// their scheme knows KubeVirt's types.
+	Spokes map[string]client.Client
+	// ArgoNamespace is the Argo CD namespace fleetvm-hub writes to.
+	ArgoNamespace string
+	// Namespace is where the spec's FleetVirtualMachines go (created if
+	// missing); their VMs land in the namespace of the same name.
+	Namespace string
+	// Environment is the env label value of the clusters to use, and
+	// Clusters how many of them (at least 2 make the spec meaningful).
+	Environment string
+	Clusters    int32
+	// Timeout bounds every wait for the fleet to converge.
+	Timeout time.Duration
+}
+
+// LifecycleSpec: a FleetVirtualMachine is applied; Argo CD syncs its VM
+// onto the decided clusters; the VM runs there; the agents report; the
+// status shows it Ready on every cluster with node and IP, synced and
+// healthy in Argo CD. A runStrategy change stops it everywhere. Deleted
+// with deletionPolicy Delete, its VMs leave the clusters; with Orphan, they
+// stay.
+func LifecycleSpec(t *testing.T, in LifecycleInput) {
+	t.Run("delete removes the VMs", func(t *testing.T) {
+		fvm := newTestFVM(in, "lifecycle-delete", fleetv1alpha1.DeletionPolicyDelete)
+		decided := applyAndWaitRunning(t, in, fvm)
+
+		// The power state follows spec.runStrategy on every cluster.
+		patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) { f.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted })
+		waitFVM(t, in, fvm, "stopped on every cluster", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+			if err := readyWithReason(f, fleetv1alpha1.ReasonStopped); err != nil {
+				return err
+			}
+			for _, c := range f.Status.Clusters {
+				if c.Phase != fleetv1alpha1.ClusterPhaseStopped {
+					return fmt.Errorf("cluster %s is %s", c.Cluster, c.Phase)
+				}
+			}
+			return nil
+		})
+		for _, cluster := range decided {
+			vm := getVM(t, in, cluster, fvm)
+			if vm == nil {
+				t.Fatalf("VM %s gone from %s after stopping", vmKey(fvm), cluster)
+			}
+			if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
+				t.Errorf("VM on %s has runStrategy %v, want Halted", cluster, vm.Spec.RunStrategy)
+			}
+			if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
+				t.Errorf("VM on %s is %s, want Stopped", cluster, vm.Status.PrintableStatus)
+			}
+		}
+
+		deleteFVM(t, in, fvm)
+		for _, cluster := range decided {
+			waitSpoke(t, in, cluster, "VM deleted by Argo CD", func(ctx context.Context, c client.Client) error {
+				err := c.Get(ctx, vmKey(fvm), &kubevirtv1.VirtualMachine{})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("VM %s still there", vmKey(fvm))
+			})
+		}
+	})
+
+	t.Run("orphan leaves the VMs running", func(t *testing.T) {
+		fvm := newTestFVM(in, "lifecycle-orphan", fleetv1alpha1.DeletionPolicyOrphan)
+		decided := applyAndWaitRunning(t, in, fvm)
+		t.Cleanup(func() {
+			// The orphans are the spec's own: remove them, bounded, for
+			// the specs that follow.
+			for _, cluster := range decided {
+				ctx, cancel := context.WithTimeout(context.Background(), in.Timeout)
+				vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: fvm.Name, Namespace: fvm.Namespace}}
+				_ = client.IgnoreNotFound(in.Spokes[cluster].Delete(ctx, vm))
+				cancel()
+			}
+		})
+
+		deleteFVM(t, in, fvm)
+		// The Applications are gone with the FleetVirtualMachine, so no
+		// Argo CD will touch the VMs anymore: they must be there now and
+		// still running.
+		for _, cluster := range decided {
+			vm := getVM(t, in, cluster, fvm)
+			if vm == nil {
+				t.Fatalf("orphaned VM %s gone from %s", vmKey(fvm), cluster)
+			}
+			if vm.DeletionTimestamp != nil {
+				t.Errorf("orphaned VM on %s is being deleted", cluster)
+			}
+			if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusRunning {
+				t.Errorf("orphaned VM on %s is %s, want Running", cluster, vm.Status.PrintableStatus)
+			}
+		}
+	})
+}
+
+// cloudInit carries template syntax that must reach the clusters
+// unchanged through the ApplicationSet's and Helm's templating.
+const cloudInit = "#cloud-config\npassword: {{ $.Values.rootPassword }}\n"
+
+func newTestFVM(in LifecycleInput, name string, policy fleetv1alpha1.DeletionPolicy) *fleetv1alpha1.FleetVirtualMachine {
+	vm := fmt.Sprintf(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"app":%q}},
+"spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":1},"memory":{"guest":"1Gi"},
+"devices":{"disks":[{"name":"cloudinitdisk","disk":{"bus":"virtio"}}]}},
+"volumes":[{"name":"cloudinitdisk","cloudInitNoCloud":{"userData":%q}}]}}}}`, name, cloudInit)
+	return &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: in.Environment, Clusters: ptr.To(in.Clusters)},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: policy,
+			Template:       &runtime.RawExtension{Raw: []byte(vm)},
+		},
+	}
+}
+
+// applyAndWaitRunning creates the FleetVirtualMachine, waits until it is
+// Ready on in.Clusters clusters, checks what Argo CD and the clusters hold,
+// and returns the decided clusters.
+func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	t.Helper()
+	ctx := t.Context()
+	if err := in.Hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := in.Hub.Create(ctx, fvm); err != nil {
+		t.Fatalf("create FleetVirtualMachine: %v", err)
+	}
+	got := waitFVM(t, in, fvm, "Ready on every decided cluster", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+		if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
+			return err
+		}
+		if n := len(f.Status.Clusters); n != int(in.Clusters) {
+			return fmt.Errorf("%d clusters in status, want %d", n, in.Clusters)
+		}
+		for _, c := range f.Status.Clusters {
+			switch {
+			case c.Phase != fleetv1alpha1.ClusterPhaseRunning || !c.Ready:
+				return fmt.Errorf("cluster %s is %s (ready %t)", c.Cluster, c.Phase, c.Ready)
+			case c.Node == "" || len(c.IPAddresses) == 0:
+				return fmt.Errorf("cluster %s reports no node or IP", c.Cluster)
+			case c.SyncStatus != string(argov1alpha1.SyncStatusCodeSynced) || c.Health != "Healthy":
+				return fmt.Errorf("cluster %s: Argo CD %s/%s, want Synced/Healthy", c.Cluster, c.SyncStatus, c.Health)
+			}
+		}
+		return nil
+	})
+	var decided []string
+	for _, c := range got.Status.Clusters {
+		decided = append(decided, c.Cluster)
+		if c.Environment != in.Environment {
+			t.Errorf("cluster %s has environment %q, want %q", c.Cluster, c.Environment, in.Environment)
+		}
+	}
+
+	// Argo CD made one Application per cluster and synced it.
+	var apps argov1alpha1.ApplicationList
+	if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var appClusters []string
+	for _, a := range apps.Items {
+		appClusters = append(appClusters, a.Spec.Destination.Name)
+		if a.Status.OperationState == nil || a.Status.OperationState.Phase != "Succeeded" {
+			t.Errorf("Application %s: last sync %+v, want Succeeded", a.Name, a.Status.OperationState)
+		}
+	}
+	slices.Sort(appClusters)
+	if !slices.Equal(appClusters, decided) {
+		t.Errorf("Applications for %v, want one per decided cluster %v", appClusters, decided)
+	}
+
+	// The VM on each cluster is the one the status reports: applied by Argo
+	// CD, labelled for FleetVM, its cloud-init untouched.
+	for _, c := range got.Status.Clusters {
+		vm := getVM(t, in, c.Cluster, fvm)
+		if vm == nil {
+			t.Fatalf("no VM %s on %s", vmKey(fvm), c.Cluster)
+		}
+		if vm.Annotations["argocd.argoproj.io/tracking-id"] == "" {
+			t.Errorf("VM on %s carries no Argo CD tracking annotation: not applied by Argo CD", c.Cluster)
+		}
+		for k, v := range map[string]string{
+			fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+			fleetv1alpha1.LabelCluster: c.Cluster,
+		} {
+			if vm.Labels[k] != v {
+				t.Errorf("VM on %s: label %s=%q, want %q", c.Cluster, k, vm.Labels[k], v)
+			}
+		}
+		if got := userData(vm); got != cloudInit {
+			t.Errorf("VM on %s: cloud-init %q, want %q unchanged", c.Cluster, got, cloudInit)
+		}
+		if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusRunning {
+			t.Errorf("VM on %s is %s, want Running", c.Cluster, vm.Status.PrintableStatus)
+		}
+	}
+	return decided
+}
+
+func userData(vm *kubevirtv1.VirtualMachine) string {
+	if vm.Spec.Template == nil {
+		return ""
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if v.CloudInitNoCloud != nil {
+			return v.CloudInitNoCloud.UserData
+		}
+	}
+	return ""
+}
+
+func readyWithReason(f *fleetv1alpha1.FleetVirtualMachine, reason string) error {
+	c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionReady)
+	switch {
+	case f.Status.ObservedGeneration != f.Generation:
+		return fmt.Errorf("status of generation %d, spec is %d", f.Status.ObservedGeneration, f.Generation)
+	case c == nil:
+		return fmt.Errorf("no Ready condition")
+	case c.Status != metav1.ConditionTrue || c.Reason != reason:
+		return fmt.Errorf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	return nil
+}
+
+func vmKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
+	return client.ObjectKey{Namespace: fvm.Namespace, Name: fvm.Name}
+}
+
+// getVM returns the VM on a cluster, or nil when there is none.
+func getVM(t *testing.T, in LifecycleInput, cluster string, fvm *fleetv1alpha1.FleetVirtualMachine) *kubevirtv1.VirtualMachine {
+	t.Helper()
+	c, ok := in.Spokes[cluster]
+	if !ok {
+		t.Fatalf("no client for cluster %s", cluster)
+	}
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := c.Get(t.Context(), vmKey(fvm), vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return vm
+}
+
+func patchFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine, change func(*fleetv1alpha1.FleetVirtualMachine)) {
+	t.Helper()
+	got := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := in.Hub.Get(t.Context(), client.ObjectKeyFromObject(fvm), got); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	change(got)
+	if err := in.Hub.Patch(t.Context(), got, patch); err != nil {
+		t.Fatalf("patch FleetVirtualMachine: %v", err)
+	}
+}
+
+// deleteFVM deletes the FleetVirtualMachine and waits until it and its
+// Applications are gone from the hub.
+func deleteFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	if err := in.Hub.Delete(t.Context(), fvm); err != nil {
+		t.Fatalf("delete FleetVirtualMachine: %v", err)
+	}
+	err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
+		err := in.Hub.Get(ctx, client.ObjectKeyFromObject(fvm), &fleetv1alpha1.FleetVirtualMachine{})
+		if err == nil {
+			return fmt.Errorf("FleetVirtualMachine still there")
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		var apps argov1alpha1.ApplicationList
+		if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{
+			fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+		}); err != nil {
+			return err
+		}
+		if len(apps.Items) > 0 {
+			return fmt.Errorf("%d Applications left", len(apps.Items))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("FleetVirtualMachine %s deleted: %v", vmKey(fvm), err)
+	}
+}
+
+// waitFVM polls the FleetVirtualMachine until check returns nil.
+func waitFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine, what string, check func(*fleetv1alpha1.FleetVirtualMachine) error) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	got := &fleetv1alpha1.FleetVirtualMachine{}
+	err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
+		if err := in.Hub.Get(ctx, client.ObjectKeyFromObject(fvm), got); err != nil {
+			return err
+		}
+		return check(got)
+	})
+	if err != nil {
+		t.Fatalf("FleetVirtualMachine %s %s: %v\nclusters: %s", vmKey(fvm), what, err, describeClusters(got))
+	}
+	return got
+}
+
+func waitSpoke(t *testing.T, in LifecycleInput, cluster, what string, check func(context.Context, client.Client) error) {
+	t.Helper()
+	if err := poll(t.Context(), in.Timeout, func(ctx context.Context) error { return check(ctx, in.Spokes[cluster]) }); err != nil {
+		t.Fatalf("%s on %s: %v", what, cluster, err)
+	}
+}
+
+func describeClusters(f *fleetv1alpha1.FleetVirtualMachine) string {
+	var parts []string
+	for _, c := range f.Status.Clusters {
+		parts = append(parts, fmt.Sprintf("%s=%s/%s argo=%s/%s %q", c.Cluster, c.Phase, c.PrintableStatus, c.SyncStatus, c.Health, c.Message))
+	}
+	var conds []string
+	for _, c := range f.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ") + "\nconditions: " + strings.Join(conds, "; ")
+}
+
+// poll calls check every 250ms until it returns nil or timeout passes; the
+// last error is part of the timeout's error.
+func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		err := check(ctx)
+		if err != nil && ctx.Err() != nil {
+			// The deadline cut this check short: keep the reason of the
+			// previous one.
+			return false, nil
+		}
+		last = err
+		return err == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("after %s: %w", timeout, last)
+	}
+	return err
+}
+
+// ExamplesInput is what ExamplesSpec needs.
+type ExamplesInput struct {
+	// Hub is an admin client of the hub.
+	Hub client.Client
+	// Examples are the FleetVirtualMachines to apply (their namespaces are
+	// created if missing).
+	Examples []*fleetv1alpha1.FleetVirtualMachine
+	// Timeout bounds the wait for all of them to be Ready.
+	Timeout time.Duration
+}
+
+// ExamplesSpec applies the examples and waits until every one is Ready on
+// every cluster it is decided for, each cluster Running with node and IP,
+// synced and healthy in Argo CD. It returns them as the hub holds them.
+func ExamplesSpec(t *testing.T, in ExamplesInput) []*fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	ctx := t.Context()
+	for _, fvm := range in.Examples {
+		if err := in.Hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fvm.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := in.Hub.Create(ctx, fvm.DeepCopy()); err != nil {
+			t.Fatalf("create FleetVirtualMachine %s: %v", vmKey(fvm), err)
+		}
+	}
+	lin := LifecycleInput{Hub: in.Hub, Timeout: in.Timeout}
+	out := make([]*fleetv1alpha1.FleetVirtualMachine, 0, len(in.Examples))
+	for _, fvm := range in.Examples {
+		out = append(out, waitFVM(t, lin, fvm, "Ready", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+			if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
+				return err
+			}
+			if len(f.Status.Clusters) == 0 {
+				return fmt.Errorf("on no cluster")
+			}
+			for _, c := range f.Status.Clusters {
+				if c.Node == "" || len(c.IPAddresses) == 0 || c.SyncStatus != "Synced" || c.Health != "Healthy" {
+					return fmt.Errorf("cluster %s: node %q, IPs %v, Argo CD %s/%s", c.Cluster, c.Node, c.IPAddresses, c.SyncStatus, c.Health)
+				}
+			}
+			return nil
+		}))
+	}
+	return out
+}
