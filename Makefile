@@ -22,6 +22,12 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 KUBE_APISERVER := $(BIN)/kube-apiserver
 ETCD           := $(BIN)/etcd
+# The local fleet runs its garbage collector (hack/tools/controllermanager).
+KUBE_CONTROLLER_MANAGER := $(BIN)/kube-controller-manager
+# Argo CD for the local fleet, built in hack/tools/argocd: one binary for
+# its controllers and repo server, the helm and kustomize the repo server
+# runs, and miniredis (Redis in Go).
+ARGOCD_TOOLS   := $(BIN)/argocd $(BIN)/helm $(BIN)/kustomize $(BIN)/miniredis
 
 # Test timeouts are generous bounds for a 2-core machine, not targets.
 TEST_TIMEOUT ?= 30m
@@ -79,13 +85,17 @@ bench-aggregation: test-binaries ## Benchmark what one changed agent report cost
 	$(GO) test -run '^$$' -bench BenchmarkAggregation -benchmem -benchtime $${BENCHTIME:-200x} -timeout 60m ./test/benchmark/aggregation/
 
 .PHONY: test-binaries
-test-binaries: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for the test environment (reused when present).
+test-binaries: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 
 ##@ Run
 
+RUN_FLAGS ?=
+
 .PHONY: run
-run: ## Run the local fleet (hub + 3 spokes). Not yet: arrives with the local-fleet work.
-	@echo "make run: the embedded local fleet is not built yet (see README)."; exit 2
+run: test-binaries ## Run the local fleet (hub + 3 spokes, real OCM scheduler and Argo CD) with examples/ until Ctrl-C.
+	@echo ">> building fleetvm-localfleet"
+	$(GO) build -o $(BIN)/fleetvm-localfleet ./hack/localfleet
+	@$(BIN)/fleetvm-localfleet $(RUN_FLAGS)
 
 ##@ Build
 
@@ -110,3 +120,16 @@ $(KUBE_APISERVER): hack/tools/apiserver/go.mod
 $(ETCD): hack/tools/etcd/go.mod
 	@echo ">> building etcd"
 	cd hack/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+$(KUBE_CONTROLLER_MANAGER): hack/tools/controllermanager/go.mod
+	@echo ">> building kube-controller-manager (after kube-apiserver: a few minutes)"
+	cd hack/tools/controllermanager && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+# One build for the four, so their shared packages compile once. go build -v
+# names each package it compiles: shown as a running count, errors as they are.
+$(ARGOCD_TOOLS) &: hack/tools/argocd/go.mod hack/tools/argocd/go.sum $(wildcard hack/tools/argocd/*/*.go)
+	@echo ">> building Argo CD (application controller, ApplicationSet controller, repo server), helm, kustomize, miniredis"
+	@echo "   first time: 10-20 minutes on 2 cores; reused afterwards"
+	cd hack/tools/argocd && $(GO) build -v -o $(BIN)/ ./argocd ./miniredis helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5 2>&1 | \
+		awk '/^[[:alnum:]._~\/-]+$$/ { n++; if (n % 100 == 0) { printf "   %d packages compiled\n", n; fflush() } next } { print; fflush() }'
+	@touch $(ARGOCD_TOOLS)
