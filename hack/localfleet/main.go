@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -45,6 +46,10 @@ func run() error {
 		logger = zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.InfoLevel))
 	}
 	ctrl.SetLogger(logger)
+	// client-go and the OCM scheduler log through klog, which writes errors
+	// to stderr whatever its output: route it to the same logger, so the
+	// table stays readable (conflicts the controllers retry are not news).
+	klog.SetLogger(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

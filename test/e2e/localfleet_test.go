@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	ctrl.SetLogger(logr.Discard())
+	// The OCM scheduler's retried conflicts would bury test failures.
+	klog.SetLogger(logr.Discard())
 	var err error
 	if logDir, err = os.MkdirTemp("", "fleetvm-e2e-logs-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
