@@ -22,6 +22,22 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 KUBE_APISERVER := $(BIN)/kube-apiserver
 ETCD           := $(BIN)/etcd
+
+# Install and lint tools. helm and shellcheck: see their rules under Tools.
+HELM_VERSION    ?= v3.19.5
+HELM            := $(BIN)/helm-$(HELM_VERSION)
+DOCKERFILECHECK := $(BIN)/dockerfilecheck
+SHELLCHECK      ?= $(or $(shell command -v shellcheck 2>/dev/null),$(BIN)/shellcheck)
+SHELL_SCRIPTS    = $(shell git ls-files --cached --others --exclude-standard '*.sh')
+
+# The image with fleetvm-hub and fleetvm-agent, and where make deploy puts it.
+IMAGE_REPO       ?= ghcr.io/fleetvm/fleetvm
+IMAGE_TAG        ?= v0.1.0
+IMG              ?= $(IMAGE_REPO):$(IMAGE_TAG)
+HUB_CHART        := deploy/charts/fleetvm-hub
+DEPLOY_RELEASE   ?= fleetvm-hub
+DEPLOY_NAMESPACE ?= fleetvm-system
+DEPLOY_FLAGS     ?=
 # The local fleet runs its garbage collector (hack/tools/controllermanager).
 KUBE_CONTROLLER_MANAGER := $(BIN)/kube-controller-manager
 # Argo CD for the local fleet, built in hack/tools/argocd: one binary for
@@ -49,11 +65,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers, and copy them into the hub chart.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=deploy/crds
 	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... paths=./pkg/metrics/... \
 		output:rbac:artifacts:config=deploy/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhook/... output:webhook:artifacts:config=deploy/webhook
+	@# Helm reads only files inside the chart: it carries copies, which verify diffs like the rest of deploy/.
+	rm -rf $(HUB_CHART)/crds && mkdir -p $(HUB_CHART)/crds $(HUB_CHART)/files
+	cp deploy/crds/*.yaml $(HUB_CHART)/crds/
+	cp deploy/rbac/role.yaml $(HUB_CHART)/files/role.yaml
+	cp deploy/webhook/manifests.yaml $(HUB_CHART)/files/webhook.yaml
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -64,8 +85,16 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) lint-shell lint-dockerfile ## Run golangci-lint, shellcheck and the Dockerfile linter.
 	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-shell
+lint-shell: $(SHELLCHECK) ## Check the shell scripts with shellcheck.
+	$(SHELLCHECK) -x $(SHELL_SCRIPTS)
+
+.PHONY: lint-dockerfile
+lint-dockerfile: $(DOCKERFILECHECK) ## Check the Dockerfile with BuildKit's linter (the rules of docker build --check), no Docker needed.
+	$(DOCKERFILECHECK) Dockerfile
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks) are stale or code is unformatted.
@@ -87,6 +116,10 @@ bench-aggregation: test-binaries ## Benchmark what one changed agent report cost
 .PHONY: test-binaries
 test-binaries: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 
+.PHONY: test-e2e-kind
+test-e2e-kind: $(HELM) ## Run the e2e spec on kind: hub + 2 clusters, OCM, Argo CD, KubeVirt (emulation), CDI, FleetVM's chart. Needs Docker.
+	HELM=$(HELM) test/e2e/kind/run.sh
+
 ##@ Run
 
 RUN_FLAGS ?=
@@ -97,11 +130,30 @@ run: test-binaries ## Run the local fleet (hub + 3 spokes, real OCM scheduler an
 	$(GO) build -o $(BIN)/fleetvm-localfleet ./hack/localfleet
 	@$(BIN)/fleetvm-localfleet $(RUN_FLAGS)
 
+.PHONY: deploy
+deploy: $(HELM) ## Install or upgrade FleetVM on the hub of the current kube context: CRDs, then the chart with the image IMAGE_REPO:IMAGE_TAG.
+	@# Helm installs crds/ only on first install: apply them so upgrades get CRD changes too.
+	kubectl apply --server-side --force-conflicts -f $(HUB_CHART)/crds/
+	$(HELM) upgrade --install $(DEPLOY_RELEASE) $(HUB_CHART) --namespace $(DEPLOY_NAMESPACE) --create-namespace \
+		--set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait $(DEPLOY_FLAGS)
+
+.PHONY: undeploy
+undeploy: $(HELM) ## Uninstall the chart; CRDs, FleetVirtualMachines and their VMs stay (see README).
+	$(HELM) uninstall $(DEPLOY_RELEASE) --namespace $(DEPLOY_NAMESPACE) --wait
+
 ##@ Build
 
 .PHONY: build
 build: ## Build fleetvm-hub and fleetvm-agent into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: docker-build
+docker-build: ## Build the image with fleetvm-hub and fleetvm-agent, tagged IMG (Docker with BuildKit).
+	docker build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG.
+	docker push $(IMG)
 
 ##@ Tools (built from the Go module proxy into bin/)
 
@@ -120,6 +172,24 @@ $(KUBE_APISERVER): hack/tools/apiserver/go.mod
 $(ETCD): hack/tools/etcd/go.mod
 	@echo ">> building etcd"
 	cd hack/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+$(HELM):
+	@echo ">> building helm $(HELM_VERSION)"
+	tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && mv $$tmp/helm $@ && rmdir $$tmp
+
+$(DOCKERFILECHECK): hack/tools/dockerfilecheck/go.mod hack/tools/dockerfilecheck/main.go
+	@echo ">> building dockerfilecheck (BuildKit's Dockerfile linter)"
+	cd hack/tools/dockerfilecheck && $(GO) build -o $@ .
+
+# shellcheck is Haskell, not Go: when it is not on PATH, Debian's and
+# Ubuntu's package is unpacked into bin/ (apt-get download needs no root).
+# Elsewhere, install it from your package manager.
+$(BIN)/shellcheck:
+	@command -v apt-get >/dev/null || { echo "shellcheck missing: install it (brew install shellcheck, dnf install ShellCheck, ...)"; exit 1; }
+	@echo ">> fetching Debian's shellcheck package into bin/"
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd $$tmp && \
+		{ apt-get download shellcheck || { echo "apt-get download failed: run 'sudo apt-get update' or install shellcheck"; exit 1; }; } && \
+		dpkg-deb -x shellcheck_*.deb x && install -m 0755 x/usr/bin/shellcheck $@
 
 $(KUBE_CONTROLLER_MANAGER): hack/tools/controllermanager/go.mod
 	@echo ">> building kube-controller-manager (after kube-apiserver: a few minutes)"
