@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -17,6 +19,13 @@ const (
 	// IndexClusterSet indexes by the cluster sets used, so the shared
 	// GitOps objects of a set are removed with its last user.
 	IndexClusterSet = "fleetvm.io/cluster-set"
+	// IndexOwner indexes Argo CD Applications by the FleetVirtualMachine
+	// their labels name ("namespace/name"), so listing one FleetVM's
+	// Applications costs its own count, not the fleet's.
+	IndexOwner = "fleetvm.io/owner"
+	// IndexPlacement indexes PlacementDecisions by their Placement's name,
+	// for the same reason.
+	IndexPlacement = "fleetvm.io/placement"
 )
 
 // SetupIndexes registers the indexes the controller lists by.
@@ -35,6 +44,22 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return clusterSets(o.(*fleetv1alpha1.FleetVirtualMachine))
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexClusterSet, err)
+	}
+	if err := indexer.IndexField(ctx, &argov1alpha1.Application{}, IndexOwner, func(o client.Object) []string {
+		if key, ok := ownerKey(o); ok {
+			return []string{key.String()}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexOwner, err)
+	}
+	if err := indexer.IndexField(ctx, &clusterv1beta1.PlacementDecision{}, IndexPlacement, func(o client.Object) []string {
+		if name := o.GetLabels()[clusterv1beta1.PlacementLabel]; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexPlacement, err)
 	}
 	return nil
 }

@@ -174,7 +174,7 @@ func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.
 func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement) ([]string, error) {
 	var list clusterv1beta1.PlacementDecisionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
-		client.MatchingLabels{clusterv1beta1.PlacementLabel: p.Name}); err != nil {
+		client.MatchingFields{IndexPlacement: p.Name}); err != nil {
 		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
 	}
 	var clusters []string
