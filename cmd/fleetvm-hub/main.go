@@ -18,6 +18,7 @@ import (
 
 	fleetaddon "github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/certs"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
@@ -48,6 +49,9 @@ func main() {
 	flag.StringVar(&c.Chart.Chart, "vm-chart-name", c.Chart.Chart, "Chart name in a Helm repository (empty for a git repository).")
 	flag.StringVar(&c.Chart.TargetRevision, "vm-chart-revision", c.Chart.TargetRevision, "Git revision or chart version of the fleetvm-vm chart.")
 	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must be out of the placement decision before its VM is removed.")
+	opts.DiskImages = fleetdiskimage.DefaultConfig()
+	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
+	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
 	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Health probe endpoint address.")
@@ -66,6 +70,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	opts.DiskImages.ImageNamespace = c.ImageNamespace
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -122,7 +127,7 @@ func main() {
 		os.Exit(1)
 	}
 	if !disableWebhook {
-		if err := fleetwebhook.SetupWithManager(mgr); err != nil {
+		if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace}); err != nil {
 			log.Error(err, "set up webhooks")
 			os.Exit(1)
 		}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/imageinventory"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
@@ -54,6 +55,11 @@ type Options struct {
 	FleetVM fleetvirtualmachine.Config
 	// Workers is the number of parallel FleetVirtualMachine reconciles.
 	Workers int
+	// DiskImages are the FleetDiskImage settings (DefaultConfig when the
+	// image namespace is empty); DiskImageClock, when set, replaces the
+	// real clock of retention (tests).
+	DiskImages     fleetdiskimage.Config
+	DiskImageClock clock.PassiveClock
 }
 
 // CacheOptions strip managedFields from every cached object: the hub never
@@ -65,6 +71,8 @@ func CacheOptions() cache.Options {
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+			// Only FleetVM's ManifestWorks (disk images), not the addons'.
+			&workv1.ManifestWork{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		},
 	}
 }
@@ -78,6 +86,9 @@ func ClientOptions() client.Options {
 // SetupReconcilers registers the indexes and reconcilers with the manager.
 func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := fleetvirtualmachine.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := fleetdiskimage.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	tally := imagerefs.New()
@@ -97,6 +108,21 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	inventories := &imageinventory.Reconciler{Client: mgr.GetClient(), Tally: tally, Notify: imageEvents}
 	if err := inventories.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up image inventory controller: %w", err)
+	}
+	images := &fleetdiskimage.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("fleetvm-hub"),
+		Clock:    clock.RealClock{},
+		Config:   opts.DiskImages,
+	}
+	if opts.DiskImageClock != nil {
+		images.Clock = opts.DiskImageClock
+	}
+	if images.Config.ImageNamespace == "" {
+		images.Config = fleetdiskimage.DefaultConfig()
+	}
+	if err := images.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up FleetDiskImage controller: %w", err)
 	}
 	if err := (&shapes.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up VM shapes controller: %w", err)

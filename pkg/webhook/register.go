@@ -3,16 +3,42 @@ package webhook
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
 )
 
-// SetupWithManager registers every FleetVM webhook with the manager.
-func SetupWithManager(mgr ctrl.Manager) error {
-	return (&FleetVirtualMachineValidator{}).SetupWithManager(mgr)
+// Options configure the webhooks.
+type Options struct {
+	// ImageNamespace is the namespace on the clusters where disk images
+	// are imported (diskimage.DefaultNamespace when empty).
+	ImageNamespace string
 }
 
-// Register serves every FleetVM webhook on a server without a manager: the
-// test environment and the local fleet use it.
+func (o Options) imageNamespace() string {
+	if o.ImageNamespace == "" {
+		return diskimage.DefaultNamespace
+	}
+	return o.ImageNamespace
+}
+
+// SetupWithManager registers every FleetVM webhook with the manager.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if err := (&FleetVirtualMachineValidator{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
+}
+
+// Register serves the FleetVirtualMachine webhook on a server without a
+// manager: the test environment and the local fleet use it.
 func Register(server webhook.Server, scheme *runtime.Scheme) {
 	(&FleetVirtualMachineValidator{}).Register(server, scheme)
+}
+
+// RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server
+// without a manager; reader reads FleetVirtualMachines and ImageInventories.
+func RegisterDiskImageGuard(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
+	(&FleetDiskImageValidator{Reader: reader, ImageNamespace: opts.imageNamespace()}).register(server, scheme)
 }

@@ -39,6 +39,7 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 		CertDir: opts.LocalServingCertDir,
 	})
 	fleetwebhook.Register(server, f.Scheme)
+	fleetwebhook.RegisterDiskImageGuard(server, f.Scheme, f.Hub.Client, fleetwebhook.Options{})
 	go func() { _ = server.Start(ctx) }()
 
 	addr := net.JoinHostPort(opts.LocalServingHost, strconv.Itoa(opts.LocalServingPort))

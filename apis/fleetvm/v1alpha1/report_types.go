@@ -161,6 +161,12 @@ type ImageInventorySpec struct {
 	// +listType=map
 	// +listMapKey=image
 	Images []ImageUse `json:"images,omitempty"`
+	// observedTime is when the agent last confirmed the inventory. It is
+	// refreshed at least every few minutes even when nothing changed, so
+	// the hub can tell a quiet cluster from a silent one and never prunes
+	// an image on the word of a stale inventory.
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
 }
 
 // ImageInventory is written by the fleetvm agent of a managed cluster into

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +32,16 @@ type Reconciler struct {
 	Hub client.Client
 	// Namespace is the cluster namespace on the hub (the cluster's name).
 	Namespace string
+	// Heartbeat is how often observedTime is refreshed when nothing
+	// changed (default DefaultHeartbeat).
+	Heartbeat time.Duration
+	// Now returns the time (time.Now when nil).
+	Now func() time.Time
 }
+
+// DefaultHeartbeat is how often an unchanged inventory is confirmed: one
+// small write per cluster every five minutes.
+const DefaultHeartbeat = 5 * time.Minute
 
 // Reconcile recounts the images and writes the inventory if it changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
@@ -47,7 +57,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if len(want.Images) == 0 {
 		want.Images = nil
 	}
-	return reconcile.Result{}, r.write(ctx, want)
+	next, err := r.write(ctx, want)
+	return reconcile.Result{RequeueAfter: next}, err
+}
+
+func (r *Reconciler) heartbeat() time.Duration {
+	if r.Heartbeat > 0 {
+		return r.Heartbeat
+	}
+	return DefaultHeartbeat
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // dataVolumes returns a lookup over the spoke's DataVolumes.
@@ -70,28 +95,35 @@ func (r *Reconciler) labels() map[string]string {
 	return map[string]string{fleetv1alpha1.LabelCluster: r.Namespace, fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}
 }
 
-func (r *Reconciler) write(ctx context.Context, want fleetv1alpha1.ImageInventorySpec) error {
+// write creates or updates the inventory when its images changed or its
+// observedTime is a heartbeat old, and returns when to confirm it next.
+func (r *Reconciler) write(ctx context.Context, want fleetv1alpha1.ImageInventorySpec) (time.Duration, error) {
+	now := r.now()
+	want.ObservedTime = &metav1.Time{Time: now.Truncate(time.Second)}
 	inv := &fleetv1alpha1.ImageInventory{}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: fleetv1alpha1.ImageInventoryName}
 	if err := r.Hub.Get(ctx, key, inv); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get ImageInventory %s: %w", key, err)
+			return 0, fmt.Errorf("get ImageInventory %s: %w", key, err)
 		}
 		inv = &fleetv1alpha1.ImageInventory{
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleetv1alpha1.ImageInventoryName, Labels: r.labels()},
 			Spec:       want,
 		}
 		if err := r.Hub.Create(ctx, inv); err != nil {
-			return fmt.Errorf("create ImageInventory %s: %w", key, err)
+			return 0, fmt.Errorf("create ImageInventory %s: %w", key, err)
 		}
-		return nil
+		return r.heartbeat(), nil
 	}
 	labelsOK := true
 	for k, v := range r.labels() {
 		labelsOK = labelsOK && inv.Labels[k] == v
 	}
-	if labelsOK && apiequality.Semantic.DeepEqual(inv.Spec, want) {
-		return nil
+	if inv.Spec.ObservedTime != nil {
+		age := now.Sub(inv.Spec.ObservedTime.Time)
+		if labelsOK && apiequality.Semantic.DeepEqual(inv.Spec.Images, want.Images) && age < r.heartbeat() {
+			return r.heartbeat() - age, nil
+		}
 	}
 	inv = inv.DeepCopy()
 	if inv.Labels == nil {
@@ -102,9 +134,9 @@ func (r *Reconciler) write(ctx context.Context, want fleetv1alpha1.ImageInventor
 	}
 	inv.Spec = want
 	if err := r.Hub.Update(ctx, inv); err != nil {
-		return fmt.Errorf("update ImageInventory %s: %w", key, err)
+		return 0, fmt.Errorf("update ImageInventory %s: %w", key, err)
 	}
-	return nil
+	return r.heartbeat(), nil
 }
 
 // SetupWithManager watches VMs and DataVolumes on the spoke (the

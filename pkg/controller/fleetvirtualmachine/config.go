@@ -2,6 +2,8 @@ package fleetvirtualmachine
 
 import (
 	"time"
+
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
 )
 
 // Config holds the hub settings the controller works with.
@@ -18,6 +20,9 @@ type Config struct {
 	// GracePeriod is how long a cluster must be out of the placement
 	// decision before its VM is removed.
 	GracePeriod time.Duration
+	// ImageNamespace is the namespace on the clusters where FleetDiskImages
+	// are imported.
+	ImageNamespace string
 }
 
 // ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git
@@ -40,6 +45,7 @@ func DefaultConfig() Config {
 			Path:           "deploy/charts/fleetvm-vm",
 			TargetRevision: "main",
 		},
-		GracePeriod: 5 * time.Minute,
+		GracePeriod:    5 * time.Minute,
+		ImageNamespace: diskimage.DefaultNamespace,
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
 
@@ -60,6 +61,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleetvm.io,resources=vmreports,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetdiskimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=placements,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=placementdecisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersetbindings,verbs=get;list;watch;create;delete
@@ -141,6 +143,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, err)
 	}
 	in.ImageTotals = r.observeImages(req.NamespacedName, reportedImages(in.Reports))
+	if err := r.readDiskImages(ctx, fvm, &in); err != nil {
+		errs = append(errs, err)
+	}
 	fvm.Status = computeStatus(in)
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil {
 		errs = append(errs, err)
@@ -277,6 +282,25 @@ func (r *Reconciler) readClusterState(ctx context.Context, fvm *fleetv1alpha1.Fl
 	return joinErrors(errs)
 }
 
+// readDiskImages reads the FleetDiskImages the VM boots from.
+func (r *Reconciler) readDiskImages(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, in *statusInputs) error {
+	in.Images = map[string]*fleetv1alpha1.FleetDiskImage{}
+	var errs []error
+	for _, d := range fvm.Spec.DiskImages {
+		fdi := &fleetv1alpha1.FleetDiskImage{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: d.Name}, fdi)
+		switch {
+		case apierrors.IsNotFound(err):
+			in.Images[d.Name] = nil
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get FleetDiskImage %s/%s: %w", fvm.Namespace, d.Name, err))
+		default:
+			in.Images[d.Name] = fdi
+		}
+	}
+	return joinErrors(errs)
+}
+
 // observeImages returns the fleet-wide totals of the images and has the
 // tally wake this FleetVirtualMachine when one changes.
 func (r *Reconciler) observeImages(key types.NamespacedName, images []string) map[string]int32 {
@@ -374,6 +398,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&argov1alpha1.Application{}, byLabels, inArgo).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, reports).
+		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
@@ -386,6 +411,22 @@ func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) [
 	var list fleetv1alpha1.FleetVirtualMachineList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexStatusCluster: obj.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines on cluster", "cluster", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// fleetVMsUsingImage maps a FleetDiskImage to the FleetVirtualMachines
+// that list it.
+func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{fleetdiskimage.IndexDiskImage: client.ObjectKeyFromObject(obj).String()}); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines using a disk image", "image", klog.KObj(obj))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

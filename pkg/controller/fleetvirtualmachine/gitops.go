@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
 )
 
 const (
@@ -295,6 +297,7 @@ func (r *Reconciler) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName,
 	}
 	delete(spec, "running")
 	spec["runStrategy"] = string(fvm.Spec.RunStrategy)
+	r.pointAtImages(fvm, spec)
 	vm["spec"] = spec
 	delete(vm, "status")
 
@@ -304,6 +307,37 @@ func (r *Reconciler) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName,
 		return nil, fmt.Errorf("encode chart values: %w", err)
 	}
 	return b, nil
+}
+
+// pointAtImages makes every dataVolumeTemplate that clones a FleetDiskImage
+// of spec.diskImages (sourceRef kind DataSource, the FleetDiskImage's name,
+// no namespace) clone the image's DataSource on the cluster instead.
+//
+// This is how a VM waits for its image: CDI keeps such a DataVolume
+// pending until the DataSource is ready, and KubeVirt does not start a VM
+// whose DataVolumes are not ready. The gate lives on the cluster, so it
+// holds while the hub is down, and nothing fights Argo CD or the user over
+// runStrategy (holding runStrategy per cluster would do both).
+func (r *Reconciler) pointAtImages(fvm *fleetv1alpha1.FleetVirtualMachine, spec map[string]any) {
+	listed := map[string]bool{}
+	for _, d := range fvm.Spec.DiskImages {
+		listed[d.Name] = true
+	}
+	templates, _ := spec["dataVolumeTemplates"].([]any)
+	for _, t := range templates {
+		tm, _ := t.(map[string]any)
+		dvSpec, _ := tm["spec"].(map[string]any)
+		ref, _ := dvSpec["sourceRef"].(map[string]any)
+		if ref == nil || ref["kind"] != "DataSource" {
+			continue
+		}
+		name, _ := ref["name"].(string)
+		if ns, _ := ref["namespace"].(string); ns != "" || !listed[name] {
+			continue
+		}
+		ref["namespace"] = r.Config.ImageNamespace
+		ref["name"] = diskimage.ObjectName(types.NamespacedName{Namespace: fvm.Namespace, Name: name})
+	}
 }
 
 // reconcileApplicationSet makes the ApplicationSet match the spec and the
@@ -408,7 +442,8 @@ func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1
 // listApplications returns the Applications of a FleetVirtualMachine.
 func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argov1alpha1.Application, error) {
 	var list argov1alpha1.ApplicationList
-	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace), client.MatchingLabels(ownerLabels(fvm))); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace),
+		client.MatchingFields{IndexOwner: client.ObjectKeyFromObject(fvm).String()}); err != nil {
 		return nil, fmt.Errorf("list Applications: %w", err)
 	}
 	return list.Items, nil

@@ -48,8 +48,11 @@ type statusInputs struct {
 	Reports            map[string]*fleetv1alpha1.VMState
 	// ImageTotals are the fleet-wide references of the reported images.
 	ImageTotals map[string]int32
-	Previous    fleetv1alpha1.FleetVirtualMachineStatus
-	Now         metav1.Time
+	// Images are the FleetDiskImages of spec.diskImages by name, nil when
+	// one does not exist.
+	Images   map[string]*fleetv1alpha1.FleetDiskImage
+	Previous fleetv1alpha1.FleetVirtualMachineStatus
+	Now      metav1.Time
 }
 
 // computeStatus returns the new status: every owned condition is computed
@@ -143,6 +146,13 @@ func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
 		e.Phase = fleetv1alpha1.ClusterPhasePending
 		e.Message = "waiting for Argo CD to create the Application"
 		return e
+	case imageWait(in, name) != "" && (report == nil || phaseOf(report.PrintableStatus) == fleetv1alpha1.ClusterPhaseProvisioning):
+		e.Phase = fleetv1alpha1.ClusterPhaseWaitingForImage
+		e.Message = imageWait(in, name)
+		if report != nil {
+			e.PrintableStatus = report.PrintableStatus
+		}
+		return e
 	case report == nil:
 		e.Phase = fleetv1alpha1.ClusterPhasePending
 		e.Message = fmt.Sprintf("waiting for the VM to be reported (Argo CD sync %s, health %s)", orUnknown(app.Sync), orUnknown(app.Health))
@@ -155,6 +165,34 @@ func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
 	e.Phase = phaseOf(report.PrintableStatus)
 	e.Message = report.Conditions
 	return e
+}
+
+// imageWait says which disk image the VM still waits for on the cluster,
+// or "" when every one is Ready there.
+func imageWait(in statusInputs, cluster string) string {
+	for _, ref := range in.Spec.DiskImages {
+		fdi := in.Images[ref.Name]
+		if fdi == nil {
+			return fmt.Sprintf("waiting for disk image %s: the FleetDiskImage does not exist", ref.Name)
+		}
+		var entry *fleetv1alpha1.ImageClusterStatus
+		for i := range fdi.Status.Clusters {
+			if fdi.Status.Clusters[i].Cluster == cluster {
+				entry = &fdi.Status.Clusters[i]
+			}
+		}
+		switch {
+		case entry == nil:
+			return fmt.Sprintf("waiting for disk image %s to be distributed to the cluster", ref.Name)
+		case entry.Phase == fleetv1alpha1.ImagePhaseReady:
+			continue
+		case entry.Progress != "":
+			return fmt.Sprintf("waiting for disk image %s: %s (%s)", ref.Name, entry.Phase, entry.Progress)
+		default:
+			return fmt.Sprintf("waiting for disk image %s: %s; %s", ref.Name, entry.Phase, entry.Message)
+		}
+	}
+	return ""
 }
 
 // reportedImages lists the images the reported VMs use, sorted.

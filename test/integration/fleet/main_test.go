@@ -1,7 +1,8 @@
 // Package fleet tests FleetVM end to end on a hub and two spokes, all real
 // API servers: the real OCM placement scheduler, fleetvm-hub's reconcilers,
 // one fleetvm-agent per spoke with the hub permissions the addon grants it,
-// the KubeVirt simulator on each spoke, and the delivery stand-in in place
+// the real OCM work agent and the KubeVirt simulator on each spoke, the
+// admission webhooks, and the delivery stand-in in place
 // of Argo CD (ApplicationSets rendered by Argo CD's own code, the VM chart
 // rendered by Helm's engine and applied to the spokes).
 package fleet
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	addonagent "open-cluster-management.io/addon-framework/pkg/agent"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -46,6 +48,8 @@ const (
 var (
 	fleet  *fleetenv.Fleet
 	spokes = []string{"prod-a", "prod-b"}
+	// imageClock is the clock of disk-image retention; tests move it.
+	imageClock = clocktesting.NewFakeClock(time.Now())
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -54,9 +58,19 @@ func run(m *testing.M) int {
 	ctrl.SetLogger(agenttest.Logger())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes})
+	webhooks, err := fleetenv.WebhookOptions()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, WorkAgents: true, HubWebhook: webhooks})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = f.Stop()
 		return 1
 	}
 	defer func() {
@@ -142,7 +156,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 	cfg := fleetvirtualmachine.DefaultConfig()
 	cfg.ArgoNamespace = argoNS
 	cfg.GracePeriod = time.Minute
-	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg}); err != nil {
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, DiskImageClock: imageClock}); err != nil {
 		return nil, err
 	}
 	start("fleetvm-hub", func() error { return mgr.Start(ctx) })

@@ -1,0 +1,491 @@
+// Package fleetdiskimage reconciles FleetDiskImages: a ManifestWork per
+// cluster that needs the image imports it there through CDI, the clusters'
+// inventories count who uses it, and unused copies are pruned after the
+// retention period, never on the word of a stale inventory.
+package fleetdiskimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
+)
+
+// Config are the hub settings of disk images.
+type Config struct {
+	// ImageNamespace is the namespace on the clusters images go to.
+	ImageNamespace string
+	// InventoryMaxAge: an inventory older than this is stale, and nothing
+	// is pruned on its word. The agents confirm theirs every 5 minutes.
+	InventoryMaxAge time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{ImageNamespace: diskimage.DefaultNamespace, InventoryMaxAge: 15 * time.Minute}
+}
+
+// DefaultRetention is spec.retention's default.
+const DefaultRetention = 168 * time.Hour
+
+// Indexes.
+const (
+	// IndexDiskImage indexes FleetVirtualMachines by the FleetDiskImages
+	// they list ("namespace/name").
+	IndexDiskImage = "fleetvm.io/disk-image"
+	// IndexWorkImage indexes ManifestWorks by the FleetDiskImage they carry.
+	IndexWorkImage = "fleetvm.io/work-image"
+	// IndexObjectName indexes FleetDiskImages by their name on the clusters.
+	IndexObjectName = "fleetvm.io/image-object"
+)
+
+// SetupIndexes registers the indexes.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexDiskImage, func(o client.Object) []string {
+		fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
+		out := make([]string, 0, len(fvm.Spec.DiskImages))
+		for _, d := range fvm.Spec.DiskImages {
+			out = append(out, fvm.Namespace+"/"+d.Name)
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexDiskImage, err)
+	}
+	if err := indexer.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkImage, func(o client.Object) []string {
+		if v := o.GetAnnotations()[diskimage.AnnotationImage]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexWorkImage, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetDiskImage{}, IndexObjectName, func(o client.Object) []string {
+		return []string{diskimage.ObjectName(client.ObjectKeyFromObject(o))}
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexObjectName, err)
+	}
+	return nil
+}
+
+// Reconciler reconciles FleetDiskImages.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+	Config   Config
+}
+
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetdiskimages,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetdiskimages/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetdiskimages/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleetvm.io,resources=imageinventories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
+
+// Usage is who uses an image: FleetVirtualMachines that list it, and the
+// VMs the clusters' inventories count (FleetVM's or not).
+type Usage struct {
+	FleetVMs []string
+	// ByCluster is references per cluster; Users names some VMs,
+	// "cluster: namespace/name".
+	ByCluster map[string]int32
+	Users     []string
+	// Inventories are the clusters' inventories by cluster.
+	Inventories map[string]*fleetv1alpha1.ImageInventory
+}
+
+// Total is the number of referencing VMs across the fleet.
+func (u Usage) Total() int32 {
+	var n int32
+	for _, c := range u.ByCluster {
+		n += c
+	}
+	return n
+}
+
+// InUse tells whether anything still uses the image.
+func (u Usage) InUse() bool { return len(u.FleetVMs) > 0 || u.Total() > 0 }
+
+// Summary says who uses the image, for messages: counts and some names.
+func (u Usage) Summary() string {
+	var parts []string
+	if n := u.Total(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d VMs on %d clusters reference it (%s)", n, len(u.ByCluster), names(u.Users, 5)))
+	}
+	if len(u.FleetVMs) > 0 {
+		parts = append(parts, fmt.Sprintf("%d FleetVirtualMachines list it in spec.diskImages (%s)", len(u.FleetVMs), names(u.FleetVMs, 5)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func names(list []string, most int) string {
+	if len(list) <= most {
+		return strings.Join(list, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(list[:most], ", "), len(list)-most)
+}
+
+// ReadUsage gathers who uses the FleetDiskImage key. It reads every
+// cluster's inventory from the cache without copying: O(clusters), for a
+// handful of images per reconcile.
+func ReadUsage(ctx context.Context, c client.Reader, imageNamespace string, key types.NamespacedName) (Usage, error) {
+	u := Usage{ByCluster: map[string]int32{}, Inventories: map[string]*fleetv1alpha1.ImageInventory{}}
+	var fvms fleetv1alpha1.FleetVirtualMachineList
+	// Filtered here, not by the cache index: the webhook may read straight
+	// from the API server. One namespace's FleetVMs.
+	if err := c.List(ctx, &fvms, client.InNamespace(key.Namespace)); err != nil {
+		return u, fmt.Errorf("list FleetVirtualMachines using %s: %w", key, err)
+	}
+	for _, f := range fvms.Items {
+		for _, d := range f.Spec.DiskImages {
+			if d.Name == key.Name {
+				u.FleetVMs = append(u.FleetVMs, f.Namespace+"/"+f.Name)
+			}
+		}
+	}
+	sort.Strings(u.FleetVMs)
+	var invs fleetv1alpha1.ImageInventoryList
+	if err := c.List(ctx, &invs, client.UnsafeDisableDeepCopy); err != nil {
+		return u, fmt.Errorf("list ImageInventories: %w", err)
+	}
+	id := diskimage.ImageID(imageNamespace, key)
+	for i := range invs.Items {
+		inv := &invs.Items[i]
+		if inv.Name != fleetv1alpha1.ImageInventoryName {
+			continue
+		}
+		u.Inventories[inv.Namespace] = inv
+		images := inv.Spec.Images
+		j, found := slices.BinarySearchFunc(images, id, func(a fleetv1alpha1.ImageUse, id string) int { return strings.Compare(a.Image, id) })
+		if !found || images[j].References == 0 {
+			continue
+		}
+		u.ByCluster[inv.Namespace] = images[j].References
+		for _, user := range images[j].Users {
+			u.Users = append(u.Users, inv.Namespace+": "+user)
+		}
+	}
+	sort.Strings(u.Users)
+	return u, nil
+}
+
+// Reconcile distributes, counts and prunes one FleetDiskImage.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fdi := &fleetv1alpha1.FleetDiskImage{}
+	if err := r.Client.Get(ctx, req.NamespacedName, fdi); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	deleting := fdi.DeletionTimestamp != nil
+	if !deleting && !controllerutil.ContainsFinalizer(fdi, diskimage.Finalizer) {
+		patch := client.MergeFrom(fdi.DeepCopy())
+		controllerutil.AddFinalizer(fdi, diskimage.Finalizer)
+		if err := r.Client.Patch(ctx, fdi, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	before := fdi.DeepCopy()
+	now := r.Clock.Now()
+
+	usage, err := ReadUsage(ctx, r.Client, r.Config.ImageNamespace, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wanted, err := r.wantedClusters(ctx, usage.FleetVMs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var works workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &works, client.MatchingFields{IndexWorkImage: req.String()}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list ManifestWorks of %s: %w", req, err)
+	}
+	byCluster := map[string]*workv1.ManifestWork{}
+	for i := range works.Items {
+		byCluster[works.Items[i].Namespace] = &works.Items[i]
+	}
+
+	// Deleting and unused: remove every copy, then let go.
+	if deleting && !usage.InUse() {
+		for _, w := range byCluster {
+			if w.DeletionTimestamp == nil {
+				if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+					return ctrl.Result{}, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err)
+				}
+			}
+		}
+		if len(byCluster) > 0 {
+			return ctrl.Result{}, nil // the works' deletion events come back here
+		}
+		patch := client.MergeFrom(fdi.DeepCopy())
+		controllerutil.RemoveFinalizer(fdi, diskimage.Finalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, fdi, patch))
+	}
+
+	prev := map[string]fleetv1alpha1.ImageClusterStatus{}
+	for _, c := range fdi.Status.Clusters {
+		prev[c.Cluster] = c
+	}
+	names := map[string]struct{}{}
+	for c := range wanted {
+		names[c] = struct{}{}
+	}
+	for c := range byCluster {
+		names[c] = struct{}{}
+	}
+	retention := DefaultRetention
+	if fdi.Spec.Retention != nil {
+		retention = fdi.Spec.Retention.Duration
+	}
+	var requeue time.Duration
+	var errs []error
+	entries := make([]fleetv1alpha1.ImageClusterStatus, 0, len(names))
+	for _, cluster := range slices.Sorted(maps.Keys(names)) {
+		e := fleetv1alpha1.ImageClusterStatus{Cluster: cluster, References: usage.ByCluster[cluster]}
+		for _, u := range usage.Users {
+			if strings.HasPrefix(u, cluster+": ") && len(e.Users) < 10 {
+				e.Users = append(e.Users, strings.TrimPrefix(u, cluster+": "))
+			}
+		}
+		_, want := wanted[cluster]
+		e.LastReferencedTime = prev[cluster].LastReferencedTime
+		if want || e.References > 0 || e.LastReferencedTime == nil {
+			e.LastReferencedTime = &metav1.Time{Time: now.Truncate(time.Second)}
+		}
+		work := byCluster[cluster]
+		switch {
+		case work != nil && work.DeletionTimestamp != nil:
+			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, "removing the image from the cluster"
+		case !want && e.References == 0 && work != nil:
+			// A candidate for pruning: only with a fresh inventory from a
+			// reachable cluster, and only after the retention period.
+			if why := r.unsure(ctx, cluster, usage.Inventories[cluster], now); why != "" {
+				e.Phase, _, _ = importState(work)
+				e.Progress, e.Message = "", "unused, but not pruned: "+why
+				break
+			}
+			unusedFor := now.Sub(e.LastReferencedTime.Time)
+			if unusedFor < retention {
+				e.Phase, e.Progress, _ = importState(work)
+				e.Message = fmt.Sprintf("unused since %s; pruned after the retention period (%s)", e.LastReferencedTime.UTC().Format(time.RFC3339), retention)
+				requeue = minPositive(requeue, retention-unusedFor)
+				break
+			}
+			if err := r.Client.Delete(ctx, work); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("prune ManifestWork %s: %w", klog.KObj(work), err))
+				continue
+			}
+			r.Recorder.Eventf(fdi, "Normal", "Pruned", "Removed from cluster %s: unused for %s (retention %s)", cluster, unusedFor.Truncate(time.Second), retention)
+			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, fmt.Sprintf("unused for longer than the retention period (%s); removing it", retention)
+		default:
+			got, err := r.ensureWork(ctx, fdi, cluster, work)
+			if err != nil {
+				errs = append(errs, err)
+				e.Phase, e.Message = fleetv1alpha1.ImagePhasePending, err.Error()
+				break
+			}
+			e.Phase, e.Progress, e.Message = importState(got)
+		}
+		entries = append(entries, e)
+	}
+
+	fdi.Status.ObservedGeneration = fdi.Generation
+	fdi.Status.Clusters = entries
+	fdi.Status.Totals = fleetv1alpha1.DiskImageTotals{Clusters: int32(len(entries)), References: usage.Total()}
+	var notReady []string
+	for _, e := range entries {
+		if e.Phase == fleetv1alpha1.ImagePhaseReady {
+			fdi.Status.Totals.Ready++
+		} else if _, want := wanted[e.Cluster]; want {
+			notReady = append(notReady, fmt.Sprintf("%s (%s)", e.Cluster, e.Phase))
+		}
+	}
+	setConditions(fdi, usage, notReady, len(wanted))
+	if !equality.Semantic.DeepEqual(before.Status, fdi.Status) {
+		if err := r.Client.Status().Update(ctx, fdi); err != nil {
+			errs = append(errs, fmt.Errorf("update status of %s: %w", klog.KObj(fdi), err))
+		}
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// unsure says why the cluster's word cannot be trusted for pruning, or "".
+func (r *Reconciler) unsure(ctx context.Context, cluster string, inv *fleetv1alpha1.ImageInventory, now time.Time) string {
+	mc := &clusterv1.ManagedCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: cluster}, mc); err != nil {
+		return "the ManagedCluster cannot be read"
+	}
+	if !meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable) {
+		return "the cluster is not available"
+	}
+	switch {
+	case inv == nil:
+		return "the cluster has no image inventory (is the fleetvm agent running?)"
+	case inv.Spec.ObservedTime == nil || now.Sub(inv.Spec.ObservedTime.Time) > r.Config.InventoryMaxAge:
+		return fmt.Sprintf("the cluster's image inventory is stale (not confirmed for more than %s)", r.Config.InventoryMaxAge)
+	}
+	return ""
+}
+
+// wantedClusters are the clusters of the FleetVirtualMachines that list
+// the image: decided, leaving or still shown in their status.
+func (r *Reconciler) wantedClusters(ctx context.Context, fvms []string) (map[string]struct{}, error) {
+	out := map[string]struct{}{}
+	for _, k := range fvms {
+		ns, name, _ := strings.Cut(k, "/")
+		fvm := &fleetv1alpha1.FleetVirtualMachine{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, fvm); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("get FleetVirtualMachine %s: %w", k, err)
+		}
+		if fvm.Status.Placement != nil {
+			for _, c := range fvm.Status.Placement.DecidedClusters {
+				out[c] = struct{}{}
+			}
+		}
+		for _, c := range fvm.Status.Clusters {
+			out[c.Cluster] = struct{}{}
+		}
+	}
+	return out, nil
+}
+
+// ensureWork creates the ManifestWork, or updates its spec when it
+// differs, and returns it as the API server holds it.
+func (r *Reconciler) ensureWork(ctx context.Context, fdi *fleetv1alpha1.FleetDiskImage, cluster string, got *workv1.ManifestWork) (*workv1.ManifestWork, error) {
+	want, err := r.desiredWork(fdi, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if got == nil {
+		if err := r.Client.Create(ctx, want); err != nil {
+			return nil, fmt.Errorf("create ManifestWork %s: %w", klog.KObj(want), err)
+		}
+		r.Recorder.Eventf(fdi, "Normal", "Distributing", "Importing the image on cluster %s", cluster)
+		return want, nil
+	}
+	if equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+		return got, nil
+	}
+	got = got.DeepCopy()
+	got.Spec = want.Spec
+	if err := r.Client.Update(ctx, got); err != nil {
+		return nil, fmt.Errorf("update ManifestWork %s: %w", klog.KObj(got), err)
+	}
+	return got, nil
+}
+
+func setConditions(fdi *fleetv1alpha1.FleetDiskImage, usage Usage, notReady []string, wanted int) {
+	ready := metav1.Condition{Type: fleetv1alpha1.ConditionReady, ObservedGeneration: fdi.Generation}
+	switch {
+	case wanted == 0:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonImageReady, "no FleetVirtualMachine needs the image on any cluster yet"
+	case len(notReady) == 0:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonImageReady, fmt.Sprintf("ready on all %d clusters that need it", wanted)
+	default:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonImporting, "not ready on "+names(notReady, 10)
+		for _, e := range fdi.Status.Clusters {
+			if e.Phase == fleetv1alpha1.ImagePhaseFailed {
+				ready.Reason = fleetv1alpha1.ReasonImageFailed
+			}
+		}
+	}
+	inUse := metav1.Condition{Type: fleetv1alpha1.ConditionInUse, ObservedGeneration: fdi.Generation}
+	if usage.InUse() {
+		inUse.Status, inUse.Reason, inUse.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonReferenced, usage.Summary()
+	} else {
+		inUse.Status, inUse.Reason, inUse.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonUnreferenced, "no VM on any cluster references the image"
+	}
+	meta.SetStatusCondition(&fdi.Status.Conditions, ready)
+	meta.SetStatusCondition(&fdi.Status.Conditions, inUse)
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	fromWork := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ns, name, ok := strings.Cut(o.GetAnnotations()[diskimage.AnnotationImage], "/")
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	})
+	fromFVM := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		fvm, ok := o.(*fleetv1alpha1.FleetVirtualMachine)
+		if !ok {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(fvm.Spec.DiskImages))
+		for _, d := range fvm.Spec.DiskImages {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fvm.Namespace, Name: d.Name}})
+		}
+		return reqs
+	})
+	prefix := "datasource:" + r.Config.ImageNamespace + "/"
+	fromInventory := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		inv, ok := o.(*fleetv1alpha1.ImageInventory)
+		if !ok {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, i := range inv.Spec.Images {
+			name, ok := strings.CutPrefix(i.Image, prefix)
+			if !ok {
+				continue
+			}
+			var list fleetv1alpha1.FleetDiskImageList
+			if err := r.Client.List(ctx, &list, client.MatchingFields{IndexObjectName: name}); err != nil {
+				continue
+			}
+			for _, f := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&f)})
+			}
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("fleetdiskimage").
+		For(&fleetv1alpha1.FleetDiskImage{}).
+		Watches(&workv1.ManifestWork{}, fromWork).
+		Watches(&fleetv1alpha1.FleetVirtualMachine{}, fromFVM, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			fvm, ok := o.(*fleetv1alpha1.FleetVirtualMachine)
+			return ok && len(fvm.Spec.DiskImages) > 0
+		}))).
+		Watches(&fleetv1alpha1.ImageInventory{}, fromInventory).
+		Complete(r)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}

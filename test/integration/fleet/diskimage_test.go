@@ -1,0 +1,322 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// newImage returns a FleetDiskImage importing from an http URL.
+func newImage(name string, retention time.Duration) *fleetv1alpha1.FleetDiskImage {
+	return &fleetv1alpha1.FleetDiskImage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: name},
+		Spec: fleetv1alpha1.FleetDiskImageSpec{
+			Source:    fleetv1alpha1.DiskImageSource{HTTP: &fleetv1alpha1.HTTPSource{URL: "https://images.example.com/" + name + ".qcow2"}},
+			Storage:   fleetv1alpha1.DiskImageStorage{Size: resource.MustParse("10Gi")},
+			Retention: &metav1.Duration{Duration: retention},
+		},
+	}
+}
+
+// imageFVM returns a FleetVirtualMachine on one cluster booting from the
+// FleetDiskImage image through a dataVolumeTemplate.
+func imageFVM(name, image string) *fleetv1alpha1.FleetVirtualMachine {
+	fvm := newFVM(name, 1, vmSpec{cores: 1, memory: "1Gi"})
+	var vm map[string]any
+	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
+		panic(err)
+	}
+	spec := vm["spec"].(map[string]any)
+	spec["dataVolumeTemplates"] = []any{map[string]any{
+		"metadata": map[string]any{"name": name + "-root"},
+		"spec": map[string]any{
+			"sourceRef": map[string]any{"kind": "DataSource", "name": image},
+			"storage":   map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}},
+		},
+	}}
+	tmpl := spec["template"].(map[string]any)["spec"].(map[string]any)
+	tmpl["domain"].(map[string]any)["devices"] = map[string]any{"disks": []any{map[string]any{"name": "root", "disk": map[string]any{"bus": "virtio"}}}}
+	tmpl["volumes"] = []any{map[string]any{"name": "root", "dataVolume": map[string]any{"name": name + "-root"}}}
+	raw, err := json.Marshal(vm)
+	if err != nil {
+		panic(err)
+	}
+	fvm.Spec.Template = &runtime.RawExtension{Raw: raw}
+	fvm.Spec.DiskImages = []fleetv1alpha1.DiskImageReference{{Name: image}}
+	return fvm
+}
+
+func createImage(t *testing.T, fdi *fleetv1alpha1.FleetDiskImage) {
+	t.Helper()
+	if err := fleet.Hub.EnsureNamespace(t.Context(), fdi.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.Create(t.Context(), fdi); err != nil {
+		t.Fatalf("create FleetDiskImage: %v", err)
+	}
+	key := client.ObjectKeyFromObject(fdi)
+	t.Cleanup(func() {
+		// Best effort: the test may have deleted it; only an image nobody
+		// uses can go.
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = fleet.Hub.Client.Delete(ctx, &fleetv1alpha1.FleetDiskImage{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+	})
+}
+
+func waitImage(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetDiskImage) bool) *fleetv1alpha1.FleetDiskImage {
+	t.Helper()
+	fdi := &fleetv1alpha1.FleetDiskImage{}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		if err := fleet.Hub.Client.Get(t.Context(), key, fdi); err != nil {
+			return false, err
+		}
+		return cond(fdi), nil
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(fdi.Status, "", "  ")
+		t.Fatalf("%s: %v\nstatus: %s", what, err, b)
+	}
+	return fdi
+}
+
+func imageEntry(fdi *fleetv1alpha1.FleetDiskImage, cluster string) (fleetv1alpha1.ImageClusterStatus, bool) {
+	for _, c := range fdi.Status.Clusters {
+		if c.Cluster == cluster {
+			return c, true
+		}
+	}
+	return fleetv1alpha1.ImageClusterStatus{}, false
+}
+
+// TestVMWaitsForItsImage: a FleetVM whose image does not exist yet waits
+// (WaitingForImage, and KubeVirt does not start the VM); once the image is
+// created it is imported on the VM's cluster, and the VM starts.
+func TestVMWaitsForItsImage(t *testing.T) {
+	fvm := imageFVM("booted", "rhel9")
+	create(t, fvm)
+	key := client.ObjectKeyFromObject(fvm)
+
+	got := waitFVM(t, key, "waiting for its image", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return len(f.Status.Clusters) == 1 && f.Status.Clusters[0].Phase == fleetv1alpha1.ClusterPhaseWaitingForImage
+	})
+	cluster := got.Status.Clusters[0].Cluster
+	if msg := got.Status.Clusters[0].Message; !strings.Contains(msg, "rhel9") {
+		t.Errorf("WaitingForImage message does not name the image: %q", msg)
+	}
+	// On the cluster the VM clones the image's DataSource and waits for it.
+	spoke := fleet.Spoke(cluster)
+	vm := &kubevirtv1.VirtualMachine{}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		err := spoke.Client.Get(t.Context(), key, vm)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("VM on %s: %v", cluster, err)
+	}
+	ref := vm.Spec.DataVolumeTemplates[0].Spec.SourceRef
+	wantName := diskimage.ObjectName(types.NamespacedName{Namespace: "vms", Name: "rhel9"})
+	if ref == nil || ref.Namespace == nil || *ref.Namespace != diskimage.DefaultNamespace || ref.Name != wantName {
+		t.Fatalf("dataVolumeTemplate sourceRef %+v, want DataSource %s/%s", ref, diskimage.DefaultNamespace, wantName)
+	}
+	if err := spoke.Client.Get(t.Context(), key, &kubevirtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the VM started before its image exists (%v)", err)
+	}
+
+	image := newImage("rhel9", time.Hour)
+	createImage(t, image)
+	fdi := waitImage(t, client.ObjectKeyFromObject(image), "ready on the VM's cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		e, ok := imageEntry(f, cluster)
+		return ok && e.Phase == fleetv1alpha1.ImagePhaseReady
+	})
+	if e, _ := imageEntry(fdi, cluster); e.References != 1 || fdi.Status.Totals.Ready != 1 {
+		t.Errorf("entry %+v totals %+v, want 1 reference and 1 ready cluster", e, fdi.Status.Totals)
+	}
+	if len(fdi.Status.Clusters) != 1 {
+		t.Errorf("image distributed to %d clusters, want only the VM's: %+v", len(fdi.Status.Clusters), fdi.Status.Clusters)
+	}
+	var dv cdiv1beta1.DataVolume
+	if err := spoke.Client.Get(t.Context(), client.ObjectKey{Namespace: diskimage.DefaultNamespace, Name: wantName}, &dv); err != nil {
+		t.Fatalf("image DataVolume on %s: %v", cluster, err)
+	}
+	if dv.Spec.Source == nil || dv.Spec.Source.HTTP == nil || dv.Spec.Source.HTTP.URL != image.Spec.Source.HTTP.URL {
+		t.Errorf("DataVolume source %+v", dv.Spec.Source)
+	}
+	waitFVM(t, key, "running once the image is ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
+	})
+}
+
+// TestImageInUseCannotBeDeleted: references are counted with a VM FleetVM
+// does not manage; deletion is refused while anything uses the image, and
+// allowed, removing it from the clusters, once nothing does.
+func TestImageInUseCannotBeDeleted(t *testing.T) {
+	image := newImage("win10", time.Hour)
+	createImage(t, image)
+	imageKey := client.ObjectKeyFromObject(image)
+	fvm := imageFVM("desktop", "win10")
+	create(t, fvm)
+	got := waitFVM(t, client.ObjectKeyFromObject(fvm), "desktop ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
+	})
+	cluster := got.Status.Clusters[0].Cluster
+	spoke := fleet.Spoke(cluster)
+
+	// A VM nobody told FleetVM about clones the same image.
+	dsName := diskimage.ObjectName(imageKey)
+	if err := spoke.EnsureNamespace(t.Context(), "legacy"); err != nil {
+		t.Fatal(err)
+	}
+	hand := agenttest.VM("legacy", "by-hand", agenttest.DataVolumeTemplate("by-hand-root", agenttest.DataSourceRef(diskimage.DefaultNamespace, dsName)),
+		agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	if err := spoke.Client.Create(t.Context(), hand); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = spoke.Client.Delete(context.Background(), hand) })
+	fdi := waitImage(t, imageKey, "two references on the cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		e, ok := imageEntry(f, cluster)
+		return ok && e.References == 2 && f.Status.Totals.References == 2
+	})
+	if e, _ := imageEntry(fdi, cluster); !contains(e.Users, "legacy/by-hand") || !contains(e.Users, "vms/desktop") {
+		t.Errorf("users %v, want legacy/by-hand and vms/desktop", e.Users)
+	}
+	if c := meta.FindStatusCondition(fdi.Status.Conditions, fleetv1alpha1.ConditionInUse); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "legacy/by-hand") {
+		t.Errorf("InUse condition %+v does not name the users", c)
+	}
+
+	// Refused, with the counts and some users.
+	err := fleet.Hub.Client.Delete(t.Context(), fdi)
+	if err == nil || !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of an image in use: %v, want Forbidden", err)
+	}
+	for _, want := range []string{"2 VMs on 1 clusters", "legacy/by-hand", "vms/desktop"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+
+	// Nothing uses it any more: deletion is allowed and removes it from
+	// the cluster.
+	if err := spoke.Client.Delete(t.Context(), hand); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	waitImage(t, imageKey, "unused", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		return meta.IsStatusConditionFalse(f.Status.Conditions, fleetv1alpha1.ConditionInUse)
+	})
+	err = fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		err := fleet.Hub.Client.Delete(t.Context(), &fleetv1alpha1.FleetDiskImage{ObjectMeta: metav1.ObjectMeta{Namespace: imageKey.Namespace, Name: imageKey.Name}})
+		return err == nil || apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("delete of an unused image refused: %v", err)
+	}
+	err = fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		hubGone := apierrors.IsNotFound(fleet.Hub.Client.Get(t.Context(), imageKey, &fleetv1alpha1.FleetDiskImage{}))
+		spokeGone := apierrors.IsNotFound(spoke.Client.Get(t.Context(), client.ObjectKey{Namespace: diskimage.DefaultNamespace, Name: dsName}, &cdiv1beta1.DataVolume{}))
+		return hubGone && spokeGone, nil
+	})
+	if err != nil {
+		t.Errorf("the deleted image is not gone from the hub and the cluster: %v", err)
+	}
+}
+
+// TestPruneAfterRetention: an image nobody uses on a cluster is removed
+// from it once the retention period is over, and never while that
+// cluster's inventory is stale.
+func TestPruneAfterRetention(t *testing.T) {
+	t.Cleanup(func() { imageClock.SetTime(time.Now()) })
+	image := newImage("tools", time.Minute)
+	createImage(t, image)
+	imageKey := client.ObjectKeyFromObject(image)
+	fvm := imageFVM("toolbox", "tools")
+	create(t, fvm)
+	got := waitFVM(t, client.ObjectKeyFromObject(fvm), "toolbox ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
+	})
+	cluster := got.Status.Clusters[0].Cluster
+	workKey := client.ObjectKey{Namespace: cluster, Name: diskimage.WorkName(imageKey)}
+
+	// The VM goes; the image stays for its retention period.
+	if err := fleet.Hub.Client.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	waitImage(t, imageKey, "unused but kept", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		e, ok := imageEntry(f, cluster)
+		return ok && e.References == 0 && strings.Contains(e.Message, "pruned after the retention period")
+	})
+
+	// Far past the retention period, but the cluster's inventory was last
+	// confirmed an hour ago by this clock: it is stale, nothing is pruned.
+	imageClock.SetTime(time.Now().Add(time.Hour))
+	touch(t, imageKey)
+	waitImage(t, imageKey, "not pruned on a stale inventory", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		e, ok := imageEntry(f, cluster)
+		return ok && strings.Contains(e.Message, "stale")
+	})
+	if err := fleet.Hub.Client.Get(t.Context(), workKey, &workv1.ManifestWork{}); err != nil {
+		t.Fatalf("ManifestWork of a stale cluster: %v", err)
+	}
+
+	// Two minutes on: past the one-minute retention, inventory fresh.
+	imageClock.SetTime(time.Now().Add(2 * time.Minute))
+	touch(t, imageKey)
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		return apierrors.IsNotFound(fleet.Hub.Client.Get(t.Context(), workKey, &workv1.ManifestWork{})), nil
+	})
+	if err != nil {
+		t.Fatalf("not pruned after retention: %v", err)
+	}
+	err = fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		err := fleet.Spoke(cluster).Client.Get(t.Context(), client.ObjectKey{Namespace: diskimage.DefaultNamespace, Name: diskimage.ObjectName(imageKey)}, &cdiv1beta1.DataSource{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("pruned image still on the cluster: %v", err)
+	}
+	// The image namespace, shared by every image, stays.
+	if err := fleet.Spoke(cluster).Client.Get(t.Context(), client.ObjectKey{Name: diskimage.DefaultNamespace}, &corev1.Namespace{}); err != nil {
+		t.Errorf("image namespace: %v", err)
+	}
+}
+
+// touch changes an annotation so the controller looks again after the test
+// moved the clock.
+func touch(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"test.fleetvm.io/touched":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
+	if err := fleet.Hub.Client.Patch(t.Context(), &fleetv1alpha1.FleetDiskImage{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
+		client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
