@@ -152,7 +152,10 @@ func TestInstalledHubRuns(t *testing.T) {
 	ctx := t.Context()
 	f := fleet(t)
 	hub := f.Hub.Client
-	r := mustRender(t, release{name: "fleetvm-hub", namespace: "fleetvm-run"})
+	// Every optional flag set, so the binary proves it knows them all.
+	r := mustRender(t, release{name: "fleetvm-hub", namespace: "fleetvm-run", values: `
+diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
+`})
 	install(t, r)
 	kubeconfig := writeKubeconfig(t, serviceAccount(t, r))
 	bin := buildHub(t)

@@ -379,6 +379,7 @@ argocd: {namespace: openshift-gitops}
 environmentLabel: stage
 vmChart: {repoURL: https://charts.example, path: "", name: fleetvm-vm, revision: 0.3.0}
 removalGracePeriod: 90s
+diskImages: {namespace: vm-images, inventoryMaxAge: 30m}
 workers: 8
 agent: {image: registry.example/agent:v9, installStrategy: Manual, placement: {namespace: addons, name: vms}}
 logLevel: debug
@@ -392,6 +393,7 @@ extraArgs: [--kube-api-qps=5]
 				"addon-placement-namespace": "addons", "addon-placement-name": "vms",
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8080", "webhook-port": "9443",
 				"zap-log-level": "debug", "kube-api-qps": "5",
+				"image-namespace": "vm-images", "image-inventory-max-age": "30m",
 			},
 		},
 	}
