@@ -147,10 +147,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, err)
 	}
 	fvm.Status = computeStatus(in)
-	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil {
+	switch err := r.patchStatusIfChanged(ctx, before, fvm); {
+	case apierrors.IsConflict(err):
+		// The cache is behind the API server: the newer object (most often
+		// this controller's own previous status write) is on its way through
+		// the watch and triggers the next reconcile, which computes the status
+		// again from it. Returning the conflict would log a reconciler error
+		// and requeue with backoff (the fleet benchmark, test/benchmark/fleet,
+		// saw 1.3 per FleetVM when 300 were created at once). The transitions
+		// are recorded by the reconcile whose write lands, not twice.
+	case err != nil:
 		errs = append(errs, err)
+		r.recordTransitions(before, fvm)
+	default:
+		r.recordTransitions(before, fvm)
 	}
-	r.recordTransitions(before, fvm)
 	if err := joinErrors(errs); err != nil {
 		return ctrl.Result{}, err
 	}
