@@ -1,0 +1,147 @@
+// Command fleetvm-bench runs FleetVM's fleet benchmark (test/benchmark/fleet):
+// a hub API server with N managed clusters, the real OCM placement
+// scheduler, the fleetvm-hub binary as its own process and a load generator
+// standing in for the agents and Argo CD. It prints a table (scenario,
+// value, unit) and saves the report as JSON.
+//
+//	make bench                      # N = M = 1000
+//	BENCH_SCALE=0.1 make bench      # N = M = 100
+//	make bench BENCH_FLAGS='--rest 1m'
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetvm/fleetvm/test/benchmark/fleet"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	scale := 1.0
+	if s := os.Getenv("BENCH_SCALE"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(os.Stderr, "BENCH_SCALE=%q: want a positive number such as 0.1\n", s)
+			return 2
+		}
+		scale = v
+	}
+	scaled := func(n int) int { return max(10, int(math.Round(float64(n)*scale))) }
+
+	var (
+		cfg     fleet.Config
+		statusK string
+		out     string
+	)
+	flag.IntVar(&cfg.Clusters, "clusters", scaled(1000), "N: managed clusters (default 1000 × BENCH_SCALE).")
+	flag.IntVar(&cfg.FleetVMs, "fleetvms", scaled(1000), "M: FleetVirtualMachines in the burst (default 1000 × BENCH_SCALE).")
+	flag.IntVar(&cfg.ClustersPerVM, "clusters-per-vm", 3, "Clusters each FleetVirtualMachine asks for.")
+	flag.IntVar(&cfg.Concurrency, "concurrency", 16, "Client goroutines creating FleetVMs in the burst and objects for the physical limit.")
+	flag.StringVar(&cfg.HubBinary, "hub", "bin/fleetvm-hub", "The fleetvm-hub binary.")
+	flag.Float64Var(&cfg.HubQPS, "hub-qps", 200, "fleetvm-hub --kube-api-qps.")
+	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
+	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
+	flag.DurationVar(&cfg.Rest, "rest", 5*time.Minute, "How long the at-rest scenario idles.")
+	flag.StringVar(&statusK, "status-k", "1,10,100", "Numbers of VM reports flipped at once in the status latency scenario.")
+	flag.IntVar(&cfg.StatusSamples, "status-samples", 20, "Flips timed at least per K.")
+	flag.IntVar(&cfg.DecisionRounds, "decision-rounds", 1, "Decision change: 1 (cluster with the fewest FleetVMs) or 2 (also the one with the most).")
+	flag.DurationVar(&cfg.ArgoRefresh, "argo-refresh", 3*time.Minute, "Period of the Argo CD stand-in's Application refresh (negative: none).")
+	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "Bound of each wait for convergence.")
+	flag.StringVar(&out, "out", "_output/bench", "Folder for the JSON report and the hub's log.")
+	flag.Parse()
+	for _, f := range strings.Split(statusK, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			fmt.Fprintf(os.Stderr, "--status-k: %q is not a positive number\n", f)
+			return 2
+		}
+		cfg.StatusK = append(cfg.StatusK, k)
+	}
+	if abs, err := filepath.Abs(cfg.HubBinary); err == nil {
+		cfg.HubBinary = abs
+	}
+	if _, err := os.Stat(cfg.HubBinary); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetvm-hub binary: %v (make bench builds it)\n", err)
+		return 2
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	hubLog, err := os.Create(filepath.Join(out, stamp+"-hub.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = hubLog.Close() }()
+	cfg.HubLog = hubLog
+	cfg.Log = os.Stderr
+	// The harness's own controller-runtime clients log nothing.
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(os.Stderr, "fleet benchmark: %d clusters, %d FleetVMs × %d clusters, load average %s\n",
+		cfg.Clusters, cfg.FleetVMs, cfg.ClustersPerVM, loadAverage())
+	report, runErr := fleet.Run(ctx, cfg)
+	if report == nil {
+		fmt.Fprintln(os.Stderr, runErr)
+		return 1
+	}
+
+	path := filepath.Join(out, stamp+".json")
+	b, err := json.MarshalIndent(report, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "write the report:", err)
+	}
+	fmt.Printf("\nFleetVM fleet benchmark, %s: %d clusters, %d FleetVMs × %d clusters, %d CPUs, load average %s at start, %s at end, took %s\n",
+		report.Started.Format(time.RFC3339), report.Settings.Clusters, report.Settings.FleetVMs, report.Settings.ClustersPerVM,
+		report.CPUs, report.LoadAverageStart, report.LoadAverageEnd, report.Duration)
+	fmt.Printf("fleetvm-hub %s\n\n", strings.Join(report.Settings.HubArgs, " "))
+	_ = report.WriteTable(os.Stdout)
+	fmt.Println()
+	for _, d := range report.Definitions {
+		fmt.Println("- " + d)
+	}
+	fmt.Printf("\nreport: %s\nhub log: %s\n", path, hubLog.Name())
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "\nbenchmark did not complete:", runErr)
+		return 1
+	}
+	return 0
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,297 @@
+// Package fleet is FleetVM's fleet benchmark: N managed clusters on a real
+// hub API server, the real OCM placement scheduler, the real fleetvm-hub
+// binary as its own process, and a load generator standing in for the
+// clusters' agents and for Argo CD. It measures, in one run:
+//
+//   - Burst: M FleetVirtualMachines (3 clusters each) created at once, until
+//     every one is placed, delivered and its status aggregated;
+//   - At rest: the hub's writes while nothing changes (should be none);
+//   - Status latency: VM state flipped in K agent reports, until the hub's
+//     FleetVirtualMachine status shows it;
+//   - Decision change: a cluster's label changes so decisions move, until the
+//     ApplicationSets are refreshed;
+//   - Writes per FleetVM at creation, counted by the hub API server;
+//   - Memory (RSS and peak) of the hub process after each scenario;
+//   - Physical limit: raw creates per second of a small custom resource on
+//     the same API server with the same client concurrency.
+//
+// hack/bench is the command (make bench); the smoke test in this package
+// runs a small fleet and asserts that every scenario converges, never a time.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const (
+	argoNS  = "argocd"
+	burstNS = "bench"
+	seedNS  = "bench-seed"
+)
+
+// Config are the benchmark's parameters. Zero values take the defaults.
+type Config struct {
+	// Clusters is N, the number of ManagedClusters (default 1000).
+	Clusters int
+	// FleetVMs is M, the FleetVirtualMachines of the burst (default 1000).
+	FleetVMs int
+	// ClustersPerVM is how many clusters each FleetVM asks for (default 3).
+	ClustersPerVM int
+	// Concurrency is the number of client goroutines creating FleetVMs in
+	// the burst and raw objects for the physical limit (default 16).
+	Concurrency int
+
+	// HubBinary is the fleetvm-hub executable (required).
+	HubBinary string
+	// HubQPS, HubBurst and HubWorkers are passed to fleetvm-hub as
+	// --kube-api-qps, --kube-api-burst and --workers (default 200, 400, 8).
+	HubQPS     float64
+	HubBurst   int
+	HubWorkers int
+
+	// Rest is how long the at-rest scenario idles (default 5 minutes).
+	Rest time.Duration
+	// StatusK are the numbers of reports flipped at once (default 1, 10, 100).
+	StatusK []int
+	// StatusSamples is how many flips to time at least per K (default 20):
+	// rounds of K flips and K flips back are repeated until there are.
+	StatusSamples int
+	// DecisionRounds is 1 (relabel the cluster with the fewest FleetVMs)
+	// or 2 (then also the one with the most); default 1.
+	DecisionRounds int
+	// Quiet is how long the hub must not write before the writes of a
+	// scenario are counted as done (default 10 s).
+	Quiet time.Duration
+	// ArgoRefresh is the period of the Argo CD stand-in's status refresh of
+	// every Application (default 3 minutes; negative disables it).
+	ArgoRefresh time.Duration
+	// Timeout bounds each wait for convergence (default 15 minutes).
+	Timeout time.Duration
+
+	// Log receives progress lines; HubLog the hub's output. Discarded when nil.
+	Log    io.Writer
+	HubLog io.Writer
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Clusters, 1000)
+	def(&c.FleetVMs, 1000)
+	def(&c.ClustersPerVM, 3)
+	def(&c.Concurrency, 16)
+	def(&c.HubBurst, 400)
+	def(&c.HubWorkers, 8)
+	if c.HubQPS <= 0 {
+		c.HubQPS = 200
+	}
+	if c.Rest <= 0 {
+		c.Rest = 5 * time.Minute
+	}
+	def(&c.StatusSamples, 20)
+	def(&c.DecisionRounds, 1)
+	if c.Quiet <= 0 {
+		c.Quiet = 10 * time.Second
+	}
+	if len(c.StatusK) == 0 {
+		c.StatusK = []int{1, 10, 100}
+	}
+	if c.ArgoRefresh == 0 {
+		c.ArgoRefresh = 3 * time.Minute
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 15 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.HubLog == nil {
+		c.HubLog = io.Discard
+	}
+}
+
+// harness is one run.
+type harness struct {
+	cfg    Config
+	fleet  *fleetenv.Fleet
+	admin  client.Client // admin, uncached
+	gen    client.Client // load generator: reads from the harness cache, writes unthrottled
+	create client.Client // the burst's and the physical limit's creates
+	kube   kubernetes.Interface
+	cache  cache.Cache
+	hub    *hubProcess
+	// hubKubeconfig is the hub's own kubeconfig (user fleetvm-hub).
+	hubKubeconfig string
+	agents        *agents
+	argo          *argoStandIn
+
+	fvms      *waitSet[*fleetv1alpha1.FleetVirtualMachine]
+	decisions *waitSet[*clusterv1beta1.PlacementDecision] // by Placement name
+	appSets   *waitSet[*argov1alpha1.ApplicationSet]      // by name
+	stages    stageRecorder
+	// placementOwners maps a Placement's name to its FleetVM's key.
+	placementOwners sync.Map
+
+	clusterNames []string
+	// rawRate is the physical limit, creates per second.
+	rawRate float64
+	report  *Report
+	started time.Time
+}
+
+func (h *harness) logf(format string, args ...any) {
+	_, _ = fmt.Fprintf(h.cfg.Log, "%s  %s\n", time.Since(h.started).Truncate(time.Second), fmt.Sprintf(format, args...))
+}
+
+// Run runs every scenario and returns the report. The report is returned
+// with what was measured so far even when a scenario fails.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if cfg.HubBinary == "" {
+		return nil, errors.New("fleet benchmark: no fleetvm-hub binary given")
+	}
+	h := &harness{
+		cfg:       cfg,
+		fvms:      newWaitSet[*fleetv1alpha1.FleetVirtualMachine](),
+		decisions: newWaitSet[*clusterv1beta1.PlacementDecision](),
+		appSets:   newWaitSet[*argov1alpha1.ApplicationSet](),
+		started:   time.Now(),
+	}
+	h.fvms.onEvent = func(key string, fvm *fleetv1alpha1.FleetVirtualMachine, at time.Time) { h.stages.observe(key, fvm, at) }
+	h.report = &Report{
+		Started:          h.started.UTC(),
+		CPUs:             runtime.NumCPU(),
+		LoadAverageStart: loadAverage(),
+		Settings: Settings{
+			Clusters: cfg.Clusters, FleetVMs: cfg.FleetVMs, ClustersPerVM: cfg.ClustersPerVM,
+			ClientConcurrency: cfg.Concurrency, RestSeconds: cfg.Rest.Seconds(), StatusK: cfg.StatusK,
+			ArgoRefresh: cfg.ArgoRefresh.String(),
+		},
+		Definitions: definitions,
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := h.run(ctx)
+	if h.hub != nil {
+		h.hub.stop()
+	}
+	cancel()
+	if h.fleet != nil {
+		if serr := h.fleet.Stop(); serr != nil {
+			h.logf("stop the test environment: %v", serr)
+		}
+	}
+	h.report.LoadAverageEnd = loadAverage()
+	h.report.Duration = time.Since(h.started).Truncate(time.Second).String()
+	h.report.Converged = err == nil
+	return h.report, err
+}
+
+func (h *harness) run(ctx context.Context) error {
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"start the hub API server and the OCM scheduler", h.startFleet},
+		{"register the managed clusters", h.registerClusters},
+		{"start the load generator", h.startLoad},
+		{"start fleetvm-hub", h.startHub},
+		{"seed the VM shapes", h.seed},
+		{"physical limit", h.physicalLimit},
+		{"burst", h.burst},
+		{"at rest", h.atRest},
+		{"status latency", h.statusLatency},
+		{"decision change", h.decisionChange},
+	}
+	for _, s := range steps {
+		h.logf("%s", s.name)
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		if h.hub != nil {
+			if err := h.hub.alive(); err != nil {
+				return fmt.Errorf("after %s: %w", s.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (h *harness) startFleet(ctx context.Context) error {
+	f, err := fleetenv.Start(ctx, fleetenv.Options{})
+	if err != nil {
+		return err
+	}
+	h.fleet = f
+	h.admin = f.Hub.Client
+	if h.kube, err = kubernetes.NewForConfig(f.Hub.Config); err != nil {
+		return err
+	}
+	for _, ns := range []string{argoNS, burstNS, seedNS} {
+		if err := f.Hub.EnsureNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	// The load generator and the creators are not throttled on the client
+	// side: many agents and Argo CD each have their own client.
+	unthrottled := func() *rest.Config {
+		c := rest.CopyConfig(f.Hub.Config)
+		c.QPS, c.Burst = -1, 0
+		return c
+	}
+	if h.create, err = client.New(unthrottled(), client.Options{Scheme: f.Scheme}); err != nil {
+		return err
+	}
+
+	// The hub's own user, its RBAC, and the API server's counters of it.
+	hubCfg, err := f.Hub.AddUser(hubUser)
+	if err != nil {
+		return err
+	}
+	if err := grantHubRBAC(ctx, h.admin); err != nil {
+		return err
+	}
+	hubClient, err := client.New(hubCfg, client.Options{Scheme: f.Scheme})
+	if err != nil {
+		return err
+	}
+	if err := installFlowSchemas(ctx, h.admin, h.kube, hubClient); err != nil {
+		return err
+	}
+	kubeconfig := f.Dir() + "/fleetvm-hub.kubeconfig"
+	if err := writeKubeconfig(kubeconfig, hubCfg); err != nil {
+		return err
+	}
+	h.hubKubeconfig = kubeconfig
+
+	h.cache, err = cache.New(unthrottled(), cache.Options{
+		Scheme:           f.Scheme,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         cacheScope(),
+	})
+	if err != nil {
+		return err
+	}
+	h.gen, err = client.New(unthrottled(), client.Options{Scheme: f.Scheme, Cache: &client.CacheOptions{Reader: h.cache}})
+	return err
+}

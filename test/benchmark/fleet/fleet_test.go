@@ -1,0 +1,126 @@
+package fleet_test
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetvm/fleetvm/test/benchmark/fleet"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// TestSmoke runs the whole benchmark on a small fleet (50 clusters, 50
+// FleetVMs) with the real fleetvm-hub binary and asserts that every
+// scenario converges. It never asserts a time: the figures are make bench's.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server, the OCM scheduler and fleetvm-hub")
+	}
+	ctrllog.SetLogger(logr.Discard())
+	bin := buildHub(t)
+	hubLog := &lockedBuffer{}
+	log := &testLog{t: t}
+	defer log.close()
+	report, err := fleet.Run(t.Context(), fleet.Config{
+		Clusters:       50,
+		FleetVMs:       50,
+		HubBinary:      bin,
+		Rest:           5 * time.Second,
+		StatusK:        []int{1, 10},
+		StatusSamples:  1,
+		DecisionRounds: 1,
+		Quiet:          2 * time.Second,
+		ArgoRefresh:    5 * time.Second,
+		Timeout:        3 * time.Minute,
+		Log:            log,
+		HubLog:         hubLog,
+	})
+	if report != nil {
+		var table strings.Builder
+		_ = report.WriteTable(&table)
+		t.Logf("results:\n%s", table.String())
+	}
+	if err != nil {
+		t.Fatalf("benchmark did not converge: %v\nfleetvm-hub output (last 4 KiB):\n%s", err, hubLog.tail(4096))
+	}
+	if !report.Converged {
+		t.Fatal("report not marked converged")
+	}
+	if got, _ := report.Value("burst: FleetVMs converged"); got != 50 {
+		t.Errorf("burst: %v FleetVMs converged, want 50", got)
+	}
+	// The API server's counters saw the hub create what it must.
+	if got, _ := report.Value("creation: hub writes per FleetVM: placements"); got < 1 {
+		t.Errorf("the API server counted %v Placement writes per FleetVM by the hub, want at least 1", got)
+	}
+	if got, _ := report.Value("creation: hub writes per FleetVM: applicationsets"); got < 1 {
+		t.Errorf("the API server counted %v ApplicationSet writes per FleetVM by the hub, want at least 1", got)
+	}
+}
+
+// buildHub builds fleetvm-hub into a temporary folder.
+func buildHub(t *testing.T) string {
+	t.Helper()
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "fleetvm-hub")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/fleetvm-hub")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build fleetvm-hub: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// testLog passes progress lines to t.Log until closed (background
+// goroutines of the harness may still log while it stops).
+type testLog struct {
+	mu     sync.Mutex
+	t      *testing.T
+	closed bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (l *testLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,177 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// hubProcess is fleetvm-hub running as its own process.
+type hubProcess struct {
+	cmd        *exec.Cmd
+	args       []string
+	metricsURL string
+	done       chan error
+	exited     error
+}
+
+// grantHubRBAC gives the hub's user fleetvm-hub's own ClusterRole, as
+// generated from the code markers (deploy/rbac/role.yaml): the benchmark
+// runs the hub with the permissions it ships with.
+func grantHubRBAC(ctx context.Context, admin client.Client) error {
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		return fmt.Errorf("decode deploy/rbac/role.yaml: %w", err)
+	}
+	role.Name = "fleetvm-bench-hub"
+	if err := admin.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ClusterRole %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: hubUser}},
+	}
+	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ClusterRoleBinding %s: %w", binding.Name, err)
+	}
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig file for cfg.
+func writeKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"hub": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"hub": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"hub": {Cluster: "hub", AuthInfo: "hub"}},
+		CurrentContext: "hub",
+	}
+	return clientcmd.WriteToFile(kc, path)
+}
+
+// freePort asks the kernel for a free local port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startHub starts the fleetvm-hub binary against the hub API server and
+// waits until it is ready.
+func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Writer) (*hubProcess, error) {
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	probePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--argocd-namespace=" + argoNS,
+		"--disable-webhooks",
+		"--disable-addon",
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+		"--kube-api-qps=" + strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
+		"--kube-api-burst=" + strconv.Itoa(cfg.HubBurst),
+		"--workers=" + strconv.Itoa(cfg.HubWorkers),
+		"--zap-log-level=info",
+	}
+	cmd := exec.Command(cfg.HubBinary, args...)
+	cmd.Stdout, cmd.Stderr = logTo, logTo
+	// The kernel kills the hub if the benchmark dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.HubBinary, err)
+	}
+	h := &hubProcess{cmd: cmd, args: args, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), done: make(chan error, 1)}
+	go func() { h.done <- cmd.Wait() }()
+
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	err = fleetenv.Eventually(ctx, 2*time.Minute, func() (bool, error) {
+		select {
+		case err := <-h.done:
+			h.exited = fmt.Errorf("fleetvm-hub exited: %v", err)
+			return true, nil // nothing to wait for
+		default:
+		}
+		resp, err := http.Get(ready) //nolint:noctx // bounded by the poll
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if h.exited != nil {
+		return nil, h.exited
+	}
+	if err != nil {
+		h.stop()
+		return nil, fmt.Errorf("fleetvm-hub not ready: %w", err)
+	}
+	return h, nil
+}
+
+func (h *hubProcess) pid() int { return h.cmd.Process.Pid }
+
+// alive returns an error if the hub has exited.
+func (h *hubProcess) alive() error {
+	if h.exited != nil {
+		return h.exited
+	}
+	select {
+	case err := <-h.done:
+		h.exited = fmt.Errorf("fleetvm-hub exited: %v", err)
+		return h.exited
+	default:
+		return nil
+	}
+}
+
+// stop ends the hub: SIGTERM, then SIGKILL after 20 s.
+func (h *hubProcess) stop() {
+	if h.alive() != nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+	case <-time.After(20 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	}
+	h.exited = errors.New("fleetvm-hub stopped")
+}
