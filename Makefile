@@ -113,6 +113,14 @@ test: test-binaries ## Run all tests: unit, integration on real API servers, and
 bench-aggregation: test-binaries ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
 	$(GO) test -run '^$$' -bench BenchmarkAggregation -benchmem -benchtime $${BENCHTIME:-200x} -timeout 60m ./test/benchmark/aggregation/
 
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: $(KUBE_APISERVER) $(ETCD) ## Fleet benchmark (1000 clusters, real OCM scheduler, fleetvm-hub as its own process): table, and JSON in _output/bench/. BENCH_SCALE=0.1 for a quick run.
+	$(GO) build -o $(BIN)/fleetvm-hub ./cmd/fleetvm-hub
+	$(GO) build -o $(BIN)/fleetvm-bench ./hack/bench
+	$(BIN)/fleetvm-bench --hub $(BIN)/fleetvm-hub --out $(ROOT)/_output/bench $(BENCH_FLAGS)
+
 .PHONY: test-binaries
 test-binaries: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 
