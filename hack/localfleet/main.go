@@ -27,7 +27,7 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "fleetvm-localfleet:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "fleetvm-localfleet:", err)
 		os.Exit(1)
 	}
 }
@@ -74,7 +74,7 @@ func run() error {
 	defer func() {
 		fmt.Println("== stopping the local fleet")
 		if err := fleet.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop:", err)
+			_, _ = fmt.Fprintln(os.Stderr, "stop:", err)
 		}
 		fmt.Println("== stopped")
 	}()

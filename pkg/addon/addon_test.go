@@ -237,8 +237,9 @@ func TestAgentAddonOptions(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CSR configurations (-want,+got):\n%s", diff)
 	}
-	if user := AgentUser("cluster-a"); user != want[0].Subject.User {
-		t.Errorf("AgentUser = %q, want %q", user, want[0].Subject.User)
+	// Subject is what addon-framework v1.2 fills (deprecated for v1beta1).
+	if user, subject := AgentUser("cluster-a"), want[0].Subject.User; user != subject { //nolint:staticcheck // see above
+		t.Errorf("AgentUser = %q, want %q", user, subject)
 	}
 }
 

@@ -62,7 +62,7 @@ func TestTally(t *testing.T) {
 			}
 		}
 		for image, want := range s.spread {
-			if diff := cmp.Diff(want, tally.ByCluster(image)); diff != "" && !(len(want) == 0 && len(tally.ByCluster(image)) == 0) {
+			if diff := cmp.Diff(want, tally.ByCluster(image)); diff != "" && (len(want) != 0 || len(tally.ByCluster(image)) != 0) {
 				t.Errorf("%s: ByCluster(%s) (-want,+got):\n%s", s.name, image, diff)
 			}
 			if got := tally.Clusters(image); got != int32(len(want)) {

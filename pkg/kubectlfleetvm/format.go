@@ -24,7 +24,7 @@ func row(w io.Writer, cells ...string) {
 	for i, c := range cells {
 		cells[i] = cell(c)
 	}
-	fmt.Fprintln(w, strings.Join(cells, "\t"))
+	_, _ = fmt.Fprintln(w, strings.Join(cells, "\t"))
 }
 
 // cell makes text from the API safe for a table and a terminal: no tabs,

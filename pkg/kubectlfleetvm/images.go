@@ -48,7 +48,7 @@ phase there, the import progress, and the VMs on that cluster that use it
 				}
 			}
 			if len(images) == 0 {
-				fmt.Fprintln(o.errOut, noneFound("FleetDiskImages", o.listNamespace()))
+				_, _ = fmt.Fprintln(o.errOut, noneFound("FleetDiskImages", o.listNamespace()))
 				return nil
 			}
 			return writeImages(o.out, images, o.allNamespaces, o.now())
@@ -98,7 +98,7 @@ func writeImages(out io.Writer, images []fleetv1alpha1.FleetDiskImage, allNamesp
 		return err
 	}
 
-	fmt.Fprintln(out)
+	_, _ = fmt.Fprintln(out)
 	tw = newTable(out)
 	row(tw, withNS("NAMESPACE", "IMAGE", "CLUSTERS", "READY", "REFERENCES", "IN USE")...)
 	var refs int32
@@ -110,7 +110,7 @@ func writeImages(out io.Writer, images []fleetv1alpha1.FleetDiskImage, allNamesp
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nTotal: %d images, %d references\n", len(images), refs)
+	_, _ = fmt.Fprintf(out, "\nTotal: %d images, %d references\n", len(images), refs)
 	return nil
 }
 

@@ -117,7 +117,7 @@ func (o *options) setRunStrategy(ctx context.Context, name string, want fleetv1a
 	ref := "fleetvirtualmachine.fleetvm.io/" + name
 	was := runStrategyOf(fvm)
 	if fvm.Spec.RunStrategy == want {
-		fmt.Fprintf(o.out, "%s already has runStrategy %s\n", ref, want)
+		_, _ = fmt.Fprintf(o.out, "%s already has runStrategy %s\n", ref, want)
 	} else {
 		patch, err := runStrategyPatch(want, "")
 		if err != nil {
@@ -130,7 +130,7 @@ func (o *options) setRunStrategy(ctx context.Context, name string, want fleetv1a
 		if want == fleetv1alpha1.RunStrategyHalted {
 			verb = "stopped"
 		}
-		fmt.Fprintf(o.out, "%s %s: runStrategy %s (was %s)\n", ref, verb, want, was)
+		_, _ = fmt.Fprintf(o.out, "%s %s: runStrategy %s (was %s)\n", ref, verb, want, was)
 	}
 	if !po.wait {
 		return nil
@@ -142,7 +142,7 @@ func (o *options) setRunStrategy(ctx context.Context, name string, want fleetv1a
 	if err := o.waitFor(ctx, key, fvm.Generation, want, t, po.timeout); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.out, "%s: every cluster reports %s\n", ref, reachedWord(t))
+	_, _ = fmt.Fprintf(o.out, "%s: every cluster reports %s\n", ref, reachedWord(t))
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (o *options) restart(ctx context.Context, name string, po *powerOptions) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.out, "%s stopping on %d clusters (runStrategy Halted, was %s)\n", ref, len(active), original)
+	_, _ = fmt.Fprintf(o.out, "%s stopping on %d clusters (runStrategy Halted, was %s)\n", ref, len(active), original)
 
 	if err := o.waitFor(ctx, key, stopped.Generation, fleetv1alpha1.RunStrategyHalted, targetStopped, po.timeout); err != nil {
 		var changed *changedError
@@ -192,14 +192,14 @@ func (o *options) restart(ctx context.Context, name string, po *powerOptions) er
 	if err != nil {
 		return fmt.Errorf("restart of %s/%s: the VM is stopped on every cluster, but starting it again failed: %w", o.namespace, name, err)
 	}
-	fmt.Fprintf(o.out, "%s restarted: stopped on every cluster, runStrategy back to %s\n", ref, original)
+	_, _ = fmt.Fprintf(o.out, "%s restarted: stopped on every cluster, runStrategy back to %s\n", ref, original)
 	if !po.wait {
 		return nil
 	}
 	if err := o.waitFor(ctx, key, started.Generation, original, targetRunning, po.timeout); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.out, "%s: every cluster reports %s\n", ref, reachedWord(targetRunning))
+	_, _ = fmt.Fprintf(o.out, "%s: every cluster reports %s\n", ref, reachedWord(targetRunning))
 	return nil
 }
 
@@ -278,7 +278,7 @@ func (o *options) waitFor(ctx context.Context, key client.ObjectKey, generation 
 		var done bool
 		done, pending = progress(fvm, generation, t)
 		if now := strings.Join(pending, ", "); !done && now != shown {
-			fmt.Fprintf(o.errOut, "waiting for %s/%s to %s: %s\n", key.Namespace, key.Name, t, now)
+			_, _ = fmt.Fprintf(o.errOut, "waiting for %s/%s to %s: %s\n", key.Namespace, key.Name, t, now)
 			shown = now
 		}
 		return done, nil

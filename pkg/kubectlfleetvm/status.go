@@ -67,7 +67,7 @@ func (o *options) statusList(ctx context.Context) error {
 		return explain(err, kindFVM, o.listNamespace(), "")
 	}
 	if len(list.Items) == 0 {
-		fmt.Fprintln(o.errOut, noneFound("FleetVirtualMachines", o.listNamespace()))
+		_, _ = fmt.Fprintln(o.errOut, noneFound("FleetVirtualMachines", o.listNamespace()))
 		return nil
 	}
 	return writeList(o.out, list.Items, o.allNamespaces, o.now())
@@ -84,20 +84,20 @@ func noneFound(what, namespace string) string {
 // cluster, the summary and the conditions.
 func writeStatus(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, now time.Time) error {
 	st := fvm.Status
-	fmt.Fprintf(out, "FleetVirtualMachine %s/%s  runStrategy %s  generation %d, status observed %d\n",
+	_, _ = fmt.Fprintf(out, "FleetVirtualMachine %s/%s  runStrategy %s  generation %d, status observed %d\n",
 		fvm.Namespace, fvm.Name, runStrategyOf(fvm), fvm.Generation, st.ObservedGeneration)
 	switch {
 	case st.ObservedGeneration == 0 && len(st.Conditions) == 0:
-		fmt.Fprintln(out, "No status yet: the FleetVM hub controller has not reconciled this object.")
+		_, _ = fmt.Fprintln(out, "No status yet: the FleetVM hub controller has not reconciled this object.")
 		return nil
 	case st.ObservedGeneration < fvm.Generation:
-		fmt.Fprintf(out, "The status below is for generation %d: the hub controller has not caught up with generation %d yet.\n",
+		_, _ = fmt.Fprintf(out, "The status below is for generation %d: the hub controller has not caught up with generation %d yet.\n",
 			st.ObservedGeneration, fvm.Generation)
 	}
-	fmt.Fprintln(out)
+	_, _ = fmt.Fprintln(out)
 
 	if len(st.Clusters) == 0 {
-		fmt.Fprintln(out, "No clusters: the placement has decided none yet.")
+		_, _ = fmt.Fprintln(out, "No clusters: the placement has decided none yet.")
 	} else {
 		tw := newTable(out)
 		row(tw, "CLUSTER", "ENV", "PHASE", "READY", "NODE", "IPS", "SYNC/HEALTH", "SINCE", "MESSAGE")
@@ -110,11 +110,11 @@ func writeStatus(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, now time
 		}
 	}
 	s := st.Summary
-	fmt.Fprintf(out, "\nSummary: desired %d, placed %d, ready %d, running %d, stopped %d, failed %d, unknown %d\n",
+	_, _ = fmt.Fprintf(out, "\nSummary: desired %d, placed %d, ready %d, running %d, stopped %d, failed %d, unknown %d\n",
 		s.Desired, s.Placed, s.Ready, s.Running, s.Stopped, s.Failed, s.Unknown)
 
 	if len(st.Conditions) > 0 {
-		fmt.Fprintln(out)
+		_, _ = fmt.Fprintln(out)
 		tw := newTable(out)
 		row(tw, "CONDITION", "STATUS", "REASON", "MESSAGE")
 		for _, c := range sortedConditions(fvm) {

@@ -260,7 +260,7 @@ func readyWithReason(f *fleetv1alpha1.FleetVirtualMachine, reason string) error 
 	case c == nil:
 		return fmt.Errorf("no Ready condition")
 	case c.Status != metav1.ConditionTrue || c.Reason != reason:
-		return fmt.Errorf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		return fmt.Errorf("condition Ready=%s %s: %s", c.Status, c.Reason, c.Message)
 	}
 	return nil
 }

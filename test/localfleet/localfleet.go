@@ -147,7 +147,7 @@ type Fleet struct {
 func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
-			fmt.Fprintf(opts.Progress, format+"\n", args...)
+			_, _ = fmt.Fprintf(opts.Progress, format+"\n", args...)
 		}
 	}
 	if len(opts.Clusters) == 0 {

@@ -31,7 +31,7 @@ func Ready(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
 func StatusTable(fvms []fleetv1alpha1.FleetVirtualMachine) string {
 	var b bytes.Buffer
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "FLEETVM\tREADY\tCLUSTER\tENV\tPHASE\tVM\tNODE\tIP\tARGO CD")
+	_, _ = fmt.Fprintln(w, "FLEETVM\tREADY\tCLUSTER\tENV\tPHASE\tVM\tNODE\tIP\tARGO CD")
 	for i := range fvms {
 		fvm := &fvms[i]
 		name := fvm.Namespace + "/" + fvm.Name
@@ -45,7 +45,7 @@ func StatusTable(fvms []fleetv1alpha1.FleetVirtualMachine) string {
 			if c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionPlaced); c != nil {
 				placed = c.Reason
 			}
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t%s\t-\t-\t-\t-\n", name, summary, placed)
+			_, _ = fmt.Fprintf(w, "%s\t%s\t-\t-\t%s\t-\t-\t-\t-\n", name, summary, placed)
 			continue
 		}
 		for j, c := range fvm.Status.Clusters {
@@ -57,7 +57,7 @@ func StatusTable(fvms []fleetv1alpha1.FleetVirtualMachine) string {
 				argo = orDash(c.SyncStatus) + "/" + orDash(c.Health)
 			}
 			ips := strings.Join(c.IPAddresses, ",")
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, summary, c.Cluster, orDash(c.Environment),
+			_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, summary, c.Cluster, orDash(c.Environment),
 				c.Phase, orDash(c.PrintableStatus), orDash(c.Node), orDash(ips), argo)
 		}
 	}

@@ -31,7 +31,7 @@ func Scheme() *runtime.Scheme { return fleetenv.DefaultScheme() }
 
 // Logger discards logs unless FLEETENV_VERBOSE is set.
 func Logger() logr.Logger {
-	var w io.Writer = io.Discard
+	w := io.Writer(io.Discard)
 	if os.Getenv("FLEETENV_VERBOSE") != "" {
 		w = os.Stderr
 	}

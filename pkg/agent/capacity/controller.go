@@ -186,7 +186,7 @@ func NeedsWrite(status *clusterv1alpha1.AddOnPlacementScoreStatus, scores []clus
 	if old == nil || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message {
 		return true
 	}
-	return status.ValidUntil == nil || status.ValidUntil.Time.Sub(now) < validity/2
+	return status.ValidUntil == nil || status.ValidUntil.Sub(now) < validity/2
 }
 
 // SetupWithManager registers the controller: nodes and pods on the spoke

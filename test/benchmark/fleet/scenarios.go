@@ -248,8 +248,7 @@ func (h *harness) waitHubQuiet(ctx context.Context) (hubCounts, bool) {
 		}
 		cur, e := readHubCounts(ctx, h.kube)
 		if e != nil {
-			err = e
-			break
+			return last, false
 		}
 		if cur.totalWrites() != last.totalWrites() {
 			changed = time.Now()
@@ -428,7 +427,7 @@ func (h *harness) statusLatency(ctx context.Context) error {
 				}
 			}
 			if len(candidates) < k {
-				return fmt.Errorf("K=%d: only %d running VMs", k, len(candidates))
+				return fmt.Errorf("with K=%d: only %d running VMs", k, len(candidates))
 			}
 			rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
 			picked := candidates[:k]
@@ -450,7 +449,7 @@ func (h *harness) statusLatency(ctx context.Context) error {
 				}
 				times, err := awaitAll(ctx, waits, h.cfg.Timeout)
 				if err != nil {
-					return fmt.Errorf("K=%d: the hub status did not show %s: %w", k, want, err)
+					return fmt.Errorf("with K=%d: the hub status did not show %s: %w", k, want, err)
 				}
 				for i := range times {
 					samples = append(samples, times[i].Sub(starts[i]))

@@ -105,7 +105,8 @@ func TestSetupAddonManager(t *testing.T) {
 			return false, err
 		}
 		for _, r := range mca.Status.Registrations {
-			if r.SignerName == "kubernetes.io/kube-apiserver-client" && r.Subject.User == addon.AgentUser(cluster) {
+			// SignerName and Subject are what OCM v1.2 fills (deprecated for v1beta1).
+			if r.SignerName == "kubernetes.io/kube-apiserver-client" && r.Subject.User == addon.AgentUser(cluster) { //nolint:staticcheck // see above
 				return true, nil
 			}
 		}
