@@ -145,7 +145,8 @@ type ImageClusterStatus struct {
 	// +listType=atomic
 	Users []string `json:"users,omitempty"`
 
-	// lastReferencedTime is when a VM last used the image there.
+	// lastReferencedTime is when the image was first seen unused there after
+	// its last use; unset while a VM uses it. Retention counts from it.
 	// +optional
 	LastReferencedTime *metav1.Time `json:"lastReferencedTime,omitempty"`
 

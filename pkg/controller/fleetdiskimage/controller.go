@@ -272,8 +272,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 		_, want := wanted[cluster]
-		e.LastReferencedTime = prev[cluster].LastReferencedTime
-		if want || e.References > 0 || e.LastReferencedTime == nil {
+		// Unset while in use; set once, when the copy is first seen unused,
+		// so the status does not change (and is not rewritten) on every pass.
+		switch {
+		case want || e.References > 0:
+		case prev[cluster].LastReferencedTime != nil:
+			e.LastReferencedTime = prev[cluster].LastReferencedTime
+		default:
 			e.LastReferencedTime = &metav1.Time{Time: now.Truncate(time.Second)}
 		}
 		work := byCluster[cluster]

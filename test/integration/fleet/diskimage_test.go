@@ -148,8 +148,17 @@ func TestVMWaitsForItsImage(t *testing.T) {
 		e, ok := imageEntry(f, cluster)
 		return ok && e.Phase == fleetv1alpha1.ImagePhaseReady
 	})
-	if e, _ := imageEntry(fdi, cluster); e.References != 1 || fdi.Status.Totals.Ready != 1 {
-		t.Errorf("entry %+v totals %+v, want 1 reference and 1 ready cluster", e, fdi.Status.Totals)
+	if e, _ := imageEntry(fdi, cluster); e.References != 1 || fdi.Status.Totals.Ready != 1 || e.LastReferencedTime != nil {
+		t.Errorf("entry %+v totals %+v, want 1 reference, 1 ready cluster, no lastReferencedTime while in use", e, fdi.Status.Totals)
+	}
+	// Reconciled many times while the import progressed, the ManifestWork
+	// was written once: its spec never drifted from what the hub wants.
+	var work workv1.ManifestWork
+	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: diskimage.WorkName(client.ObjectKeyFromObject(image))}, &work); err != nil {
+		t.Fatal(err)
+	}
+	if work.Generation != 1 {
+		t.Errorf("ManifestWork generation %d, want 1 (rewritten without a change)", work.Generation)
 	}
 	if len(fdi.Status.Clusters) != 1 {
 		t.Errorf("image distributed to %d clusters, want only the VM's: %+v", len(fdi.Status.Clusters), fdi.Status.Clusters)
