@@ -10,7 +10,14 @@
 //   - the Application's status is set to Synced and Healthy once applied
 //     (no diffing, no health assessment);
 //   - deleting an Application that carries Argo CD's resources finalizer
-//     deletes what it rendered, then removes the finalizer.
+//     deletes what it rendered, then removes the finalizer;
+//   - as Argo CD, a destination needs a cluster secret in the Argo CD
+//     namespace (label argocd.argoproj.io/secret-type=cluster, data.name
+//     the destination's name): without one the Application gets Argo CD's
+//     InvalidSpecError condition, and deleting it drops its finalizers and
+//     leaves the cluster's objects in place (Argo CD's
+//     finalizeApplicationDeletion does the same when the destination
+//     cluster cannot be found).
 //
 // Git sources are not supported: the Application's status says so. The local
 // fleet (make run) and its end-to-end test run the real Argo CD.
@@ -48,7 +55,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 )
@@ -98,8 +107,28 @@ func Run(ctx context.Context, opts Options) error {
 		Complete(&appSets{sim: sim}); err != nil {
 		return err
 	}
+	// A cluster secret that comes or goes changes what Argo CD can do with
+	// the Applications of that destination.
+	byDestination := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		secret, ok := o.(*corev1.Secret)
+		if !ok || secret.Labels["argocd.argoproj.io/secret-type"] != "cluster" {
+			return nil
+		}
+		var list argov1alpha1.ApplicationList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(opts.Namespace)); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, app := range list.Items {
+			if app.Spec.Destination.Name == string(secret.Data["name"]) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&app)})
+			}
+		}
+		return reqs
+	})
 	if err := ctrl.NewControllerManagedBy(mgr).Named("deliverysim-app").
 		For(&argov1alpha1.Application{}).
+		Watches(&corev1.Secret{}, byDestination).
 		Complete(&apps{client: mgr.GetClient(), opts: opts}); err != nil {
 		return err
 	}
@@ -132,6 +161,24 @@ func (a *apps) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if !ok {
 		return ctrl.Result{}, a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeUnknown, "Unknown",
 			fmt.Sprintf("cluster %q is not known to the delivery stand-in", app.Spec.Destination.Name))
+	}
+	known, err := a.clusterSecretExists(ctx, app.Spec.Destination.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !known {
+		if app.DeletionTimestamp != nil {
+			// Argo CD: "Unable to get destination cluster" → the
+			// finalizers go, the resources stay.
+			patch := client.MergeFrom(app.DeepCopy())
+			for _, f := range resourceFinalizers(app) {
+				controllerutil.RemoveFinalizer(app, f)
+			}
+			return ctrl.Result{}, a.client.Patch(ctx, app, patch)
+		}
+		return ctrl.Result{}, a.setInvalid(ctx, app, fmt.Sprintf(
+			"application destination spec for %s is invalid: unable to find destination server: there are no clusters with this name: %s",
+			app.Name, app.Spec.Destination.Name))
 	}
 	objs, renderErr := a.render(app)
 
@@ -248,16 +295,48 @@ func (a *apps) render(app *argov1alpha1.Application) ([]*unstructured.Unstructur
 	return out, nil
 }
 
+// clusterSecretExists tells whether Argo CD would find the destination: a
+// cluster secret whose data.name is it.
+func (a *apps) clusterSecretExists(ctx context.Context, name string) (bool, error) {
+	var secrets corev1.SecretList
+	if err := a.client.List(ctx, &secrets, client.InNamespace(a.opts.Namespace),
+		client.MatchingLabels{"argocd.argoproj.io/secret-type": "cluster"}); err != nil {
+		return false, err
+	}
+	for _, s := range secrets.Items {
+		if string(s.Data["name"]) == name || s.StringData["name"] == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// setInvalid gives the Application Argo CD's InvalidSpecError condition.
+func (a *apps) setInvalid(ctx context.Context, app *argov1alpha1.Application, message string) error {
+	for _, c := range app.Status.Conditions {
+		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError && c.Message == message {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	app.Status.Sync.Status = argov1alpha1.SyncStatusCodeUnknown
+	app.Status.Health.Status = health.HealthStatusUnknown
+	app.Status.Conditions = []argov1alpha1.ApplicationCondition{{Type: argov1alpha1.ApplicationConditionInvalidSpecError, Message: message}}
+	return a.client.Patch(ctx, app, patch)
+}
+
 // setStatus writes the Application's sync and health status when it
-// changed.
+// changed, and clears an InvalidSpecError once the destination is found.
 func (a *apps) setStatus(ctx context.Context, app *argov1alpha1.Application, sync argov1alpha1.SyncStatusCode, healthStatus, message string) error {
-	if app.Status.Sync.Status == sync && string(app.Status.Health.Status) == healthStatus && app.Status.Health.Message == message { //nolint:staticcheck // see below
+	if app.Status.Sync.Status == sync && string(app.Status.Health.Status) == healthStatus && app.Status.Health.Message == message && //nolint:staticcheck // see below
+		len(app.Status.Conditions) == 0 {
 		return nil
 	}
 	patch := client.MergeFrom(app.DeepCopy())
 	app.Status.Sync.Status = sync
 	app.Status.Health.Status = health.HealthStatusCode(healthStatus)
 	app.Status.Health.Message = message //nolint:staticcheck // Argo CD still shows it.
+	app.Status.Conditions = nil
 	return a.client.Patch(ctx, app, patch)
 }
 

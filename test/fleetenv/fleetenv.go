@@ -90,6 +90,12 @@ type Fleet struct {
 	background     sync.WaitGroup
 	backgroundErrs chan error
 	stopOnce       sync.Once
+
+	// scheduler runs the OCM placement scheduler; stopScheduler ends it
+	// and waits until it returned.
+	schedulerMu   sync.Mutex
+	stopScheduler func()
+	schedulerCtx  context.Context
 }
 
 // Start starts the hub and the spokes in parallel and, unless disabled, the
@@ -173,13 +179,8 @@ func (f *Fleet) startControllers(ctx context.Context, opts Options) error {
 		if err := runBindingStandIn(ctx, f.Hub.Config, f.Hub.Client); err != nil {
 			return err
 		}
-		f.background.Add(1)
-		go func() {
-			defer f.background.Done()
-			_ = placementcontrollers.RunControllerManager(ctx, &controllercmd.ControllerContext{
-				KubeConfig: rest.CopyConfig(f.Hub.Config),
-			})
-		}()
+		f.schedulerCtx = ctx
+		f.startScheduler()
 	}
 	if opts.WorkAgents {
 		if err := workFeatureGates(); err != nil {
@@ -195,6 +196,38 @@ func (f *Fleet) startControllers(ctx context.Context, opts Options) error {
 			}()
 		}
 	}
+	return nil
+}
+
+// startScheduler runs the OCM placement scheduler until the fleet stops
+// or RestartPlacementController stops it.
+func (f *Fleet) startScheduler() {
+	f.schedulerMu.Lock()
+	defer f.schedulerMu.Unlock()
+	ctx, cancel := context.WithCancel(f.schedulerCtx)
+	done := make(chan struct{})
+	f.background.Add(1)
+	go func() {
+		defer f.background.Done()
+		defer close(done)
+		_ = placementcontrollers.RunControllerManager(ctx, &controllercmd.ControllerContext{
+			KubeConfig: rest.CopyConfig(f.Hub.Config),
+		})
+	}()
+	f.stopScheduler = func() { cancel(); <-done }
+}
+
+// RestartPlacementController stops the OCM placement scheduler and starts
+// a new one, with empty caches, as a restarted hub controller would be.
+func (f *Fleet) RestartPlacementController() error {
+	f.schedulerMu.Lock()
+	stop := f.stopScheduler
+	f.schedulerMu.Unlock()
+	if stop == nil {
+		return errors.New("the fleet runs no placement scheduler")
+	}
+	stop()
+	f.startScheduler()
 	return nil
 }
 
