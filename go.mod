@@ -56,6 +56,7 @@ require (
 	k8s.io/apimachinery v0.34.10
 	k8s.io/cli-runtime v0.34.10
 	k8s.io/client-go v0.34.10
+	k8s.io/component-base v0.34.10
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	kubevirt.io/api v1.7.0
@@ -63,6 +64,7 @@ require (
 	open-cluster-management.io/addon-framework v1.2.0
 	open-cluster-management.io/api v1.2.0
 	open-cluster-management.io/ocm v1.2.1
+	open-cluster-management.io/sdk-go v1.2.0
 	sigs.k8s.io/controller-runtime v0.22.5
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -273,7 +275,6 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiserver v0.34.10 // indirect
-	k8s.io/component-base v0.34.10 // indirect
 	k8s.io/component-helpers v0.34.10 // indirect
 	k8s.io/controller-manager v0.34.0 // indirect
 	k8s.io/kms v0.34.10 // indirect
@@ -283,7 +284,6 @@ require (
 	k8s.io/kubernetes v1.34.2 // indirect
 	kubevirt.io/controller-lifecycle-operator-sdk/api v0.0.0-20220329064328-f3cc58c6ed90 // indirect
 	layeh.com/gopher-json v0.0.0-20190114024228-97fed8db8427 // indirect
-	open-cluster-management.io/sdk-go v1.2.0 // indirect
 	oras.land/oras-go/v2 v2.6.0 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect

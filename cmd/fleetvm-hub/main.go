@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&c.Chart.Path, "vm-chart-path", c.Chart.Path, "Path of the chart in a git repository (empty for a Helm repository).")
 	flag.StringVar(&c.Chart.Chart, "vm-chart-name", c.Chart.Chart, "Chart name in a Helm repository (empty for a git repository).")
 	flag.StringVar(&c.Chart.TargetRevision, "vm-chart-revision", c.Chart.TargetRevision, "Git revision or chart version of the fleetvm-vm chart.")
-	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must be out of the placement decision before its VM is removed.")
+	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must stay excluded by the user's intent (its labels or cluster sets, the FleetVirtualMachine's spec) before its VM is removed. Capacity and availability never remove a VM.")
 	opts.DiskImages = fleetdiskimage.DefaultConfig()
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")

@@ -59,6 +59,7 @@ func run() int {
 	flag.Float64Var(&cfg.HubQPS, "hub-qps", 200, "fleetvm-hub --kube-api-qps.")
 	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
 	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
+	flag.DurationVar(&cfg.GracePeriod, "grace-period", 30*time.Second, "fleetvm-hub --removal-grace-period: the decision change's VMs move after it.")
 	flag.DurationVar(&cfg.Rest, "rest", 5*time.Minute, "How long the at-rest scenario idles.")
 	flag.StringVar(&statusK, "status-k", "1,10,100", "Numbers of VM reports flipped at once in the status latency scenario.")
 	flag.IntVar(&cfg.StatusSamples, "status-samples", 20, "Flips timed at least per K.")

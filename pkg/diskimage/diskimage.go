@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -33,15 +34,17 @@ const (
 )
 
 // ObjectName is the name of the DataVolume and DataSource of the image on
-// a cluster: "<namespace>-<name>", shortened with a hash to stay a valid
-// DNS label (63 characters).
+// a cluster: "<namespace>.<name>". Namespaces hold no dot, so images of
+// team-a/x and team/a-x never share one. Past 63 characters it is
+// shortened and ends with a hash of the whole key.
 func ObjectName(key types.NamespacedName) string {
-	return shorten(key.Namespace+"-"+key.Name, 63)
+	return shorten(key.Namespace+"."+key.Name, 63)
 }
 
-// WorkName is the name of the ManifestWork carrying the image to a cluster.
+// WorkName is the name of the ManifestWork carrying the image to a
+// cluster: "fleetvm-image-<namespace>.<name>".
 func WorkName(key types.NamespacedName) string {
-	return shorten("fleetvm-image-"+key.Namespace+"-"+key.Name, 253)
+	return shorten("fleetvm-image-"+key.Namespace+"."+key.Name, 253)
 }
 
 // ImageID is how the agents' inventories name the image: the DataSource
@@ -56,5 +59,6 @@ func shorten(s string, limit int) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	h := hex.EncodeToString(sum[:])[:10]
-	return s[:limit-11] + "-" + h
+	// The cut must not leave a dash or dot before the hash's dash.
+	return strings.TrimRight(s[:limit-11], "-.") + "-" + h
 }

@@ -56,10 +56,12 @@ type Options struct {
 	// Workers is the number of parallel FleetVirtualMachine reconciles.
 	Workers int
 	// DiskImages are the FleetDiskImage settings (DefaultConfig when the
-	// image namespace is empty); DiskImageClock, when set, replaces the
-	// real clock of retention (tests).
-	DiskImages     fleetdiskimage.Config
-	DiskImageClock clock.PassiveClock
+	// image namespace is empty).
+	DiskImages fleetdiskimage.Config
+	// Clock is every reconciler's clock: timestamps, grace periods,
+	// retention, and the alarms that end them. The real clock when nil;
+	// tests step a fake one past every grace period.
+	Clock clock.WithDelayedExecution
 }
 
 // CacheOptions strip managedFields from every cached object: the hub never
@@ -91,12 +93,16 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := fleetdiskimage.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	tally := imagerefs.New()
 	imageEvents := make(chan event.GenericEvent)
 	r := &fleetvirtualmachine.Reconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorderFor("fleetvm-hub"),
-		Clock:                   clock.RealClock{},
+		Clock:                   clk,
 		Config:                  opts.FleetVM,
 		Images:                  tally,
 		ImageEvents:             imageEvents,
@@ -112,11 +118,8 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	images := &fleetdiskimage.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("fleetvm-hub"),
-		Clock:    clock.RealClock{},
+		Clock:    clk,
 		Config:   opts.DiskImages,
-	}
-	if opts.DiskImageClock != nil {
-		images.Clock = opts.DiskImageClock
 	}
 	if images.Config.ImageNamespace == "" {
 		images.Config = fleetdiskimage.DefaultConfig()

@@ -351,11 +351,11 @@ func reachedWord(t target) string {
 }
 
 // activeClusters are the clusters the VM is placed on: every status entry
-// but those leaving the placement (phase Leaving, or leavingSince set when
-// the cluster is also unreachable), whose VM goes when the grace period ends.
+// but those leaving or being removed, whose VM goes.
 func activeClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []fleetv1alpha1.ClusterStatus {
 	return slices.DeleteFunc(slices.Clone(fvm.Status.Clusters), func(c fleetv1alpha1.ClusterStatus) bool {
-		return c.Phase == fleetv1alpha1.ClusterPhaseLeaving || c.LeavingSince != nil
+		return c.Phase == fleetv1alpha1.ClusterPhaseLeaving || c.Phase == fleetv1alpha1.ClusterPhaseRemoving ||
+			c.LeavingSince != nil || c.RemovingSince != nil
 	})
 }
 

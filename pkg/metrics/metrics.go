@@ -62,6 +62,7 @@ var clusterPhases = []fleetv1alpha1.ClusterPhase{
 	fleetv1alpha1.ClusterPhaseStopped,
 	fleetv1alpha1.ClusterPhaseFailed,
 	fleetv1alpha1.ClusterPhaseLeaving,
+	fleetv1alpha1.ClusterPhaseRemoving,
 	fleetv1alpha1.ClusterPhaseUnknown,
 }
 

@@ -128,6 +128,7 @@ fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Failed
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Leaving"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Pending"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Provisioning"} 0
+fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Removing"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Running"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Starting"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Stopped"} 1
@@ -138,6 +139,7 @@ fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Failed"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Leaving"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Pending"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Provisioning"} 0
+fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Removing"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Running"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Starting"} 0
 fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Stopped"} 0
@@ -148,6 +150,7 @@ fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Failed"} 
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Leaving"} 1
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Pending"} 0
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Provisioning"} 0
+fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Removing"} 0
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Running"} 2
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Starting"} 1
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Stopped"} 0

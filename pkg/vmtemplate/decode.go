@@ -9,6 +9,7 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
@@ -46,6 +47,21 @@ func Validate(vm *kubevirtv1.VirtualMachine, path *field.Path) field.ErrorList {
 	}
 	if vm.Kind != "VirtualMachine" {
 		errs = append(errs, field.Invalid(path.Child("kind"), vm.Kind, "must be VirtualMachine"))
+	}
+	// The name and namespace land on every cluster: KubeVirt labels the
+	// VM's pods with the name, so it must be a valid label value too.
+	if vm.Name != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(vm.Name) {
+			errs = append(errs, field.Invalid(path.Child("metadata", "name"), vm.Name, msg))
+		}
+		if len(vm.Name) > validation.DNS1123LabelMaxLength {
+			errs = append(errs, field.TooLong(path.Child("metadata", "name"), vm.Name, validation.DNS1123LabelMaxLength))
+		}
+	}
+	if vm.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(vm.Namespace) {
+			errs = append(errs, field.Invalid(path.Child("metadata", "namespace"), vm.Namespace, msg))
+		}
 	}
 	if vm.Spec.Template == nil {
 		return append(errs, field.Required(path.Child("spec", "template"), "the VirtualMachineInstance template"))

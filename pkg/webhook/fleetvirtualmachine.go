@@ -9,14 +9,17 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
@@ -28,8 +31,13 @@ const ValidateFleetVirtualMachinePath = "/validate-fleetvm-io-v1alpha1-fleetvirt
 
 // FleetVirtualMachineValidator checks what the CRD schema cannot: that
 // spec.template decodes strictly into a KubeVirt VirtualMachine and makes a
-// VM KubeVirt would accept.
-type FleetVirtualMachineValidator struct{}
+// VM KubeVirt would accept, that no other FleetVirtualMachine delivers the
+// same VM, and that the names and the label selector work where they go.
+type FleetVirtualMachineValidator struct {
+	// Reader lists FleetVirtualMachines by the VM they deliver: a cache
+	// indexed by vmclaim.IndexVM (vmclaim.SetupIndex).
+	Reader client.Reader
+}
 
 var _ admission.CustomValidator = &FleetVirtualMachineValidator{}
 
@@ -46,13 +54,48 @@ func (v *FleetVirtualMachineValidator) Register(server webhook.Server, scheme *r
 }
 
 // ValidateCreate implements admission.CustomValidator.
-func (v *FleetVirtualMachineValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
-	return v.validate(nil, obj)
+func (v *FleetVirtualMachineValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
+	warnings, err := v.validate(nil, obj)
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, v.checkClaim(ctx, obj.(*fleetv1alpha1.FleetVirtualMachine))
 }
 
 // ValidateUpdate implements admission.CustomValidator.
 func (v *FleetVirtualMachineValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	// The VM's name and namespace are immutable, so its claim is too.
 	return v.validate(oldObj, newObj)
+}
+
+// checkClaim refuses a second FleetVirtualMachine for a VM (name and
+// namespace) another one already delivers: Argo CD would fight over it,
+// and deleting either would delete it.
+func (v *FleetVirtualMachineValidator) checkClaim(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	if v.Reader == nil {
+		return nil
+	}
+	claimants, err := vmclaim.Claimants(ctx, v.Reader, fvm)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	for i := range claimants {
+		other := &claimants[i]
+		if other.Namespace == fvm.Namespace && other.Name == fvm.Name {
+			continue
+		}
+		vm := vmclaim.Identity(fvm)
+		p := field.NewPath("spec", "template", "metadata", "name")
+		msg := fmt.Sprintf("VM %s is already delivered by FleetVirtualMachine %s/%s: one VM has one FleetVirtualMachine (change that one, or give this VM another name)",
+			vm, other.Namespace, other.Name)
+		if other.DeletionTimestamp != nil {
+			msg = fmt.Sprintf("VM %s is still delivered by FleetVirtualMachine %s/%s, which is being deleted: create this one once it is gone",
+				vm, other.Namespace, other.Name)
+		}
+		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name,
+			field.ErrorList{field.Duplicate(p, msg)})
+	}
+	return nil
 }
 
 // ValidateDelete implements admission.CustomValidator.
@@ -90,10 +133,30 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 			}
 		}
 	}
+	errs = append(errs, validatePlacement(fvm.Spec.Placement)...)
+	if src := fvm.Spec.Source; src != nil && src.Helm != nil && len(fvm.Name) > helmReleaseMax {
+		// A git source's Helm chart may name the VM after the release.
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), fvm.Name,
+			fmt.Sprintf("must be at most %d characters with spec.source.helm: it is the Helm release name", helmReleaseMax)))
+	}
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name, errs)
 	}
 	return warnings, nil
+}
+
+// helmReleaseMax is the longest Helm release name: a git source with helm
+// options is rendered as release metadata.name.
+const helmReleaseMax = 53
+
+// validatePlacement checks what OpenAPI cannot of spec.placement: a label
+// selector the OCM scheduler and FleetVM can evaluate.
+func validatePlacement(p fleetv1alpha1.FleetPlacement) field.ErrorList {
+	if p.ClusterSelector == nil {
+		return nil
+	}
+	return metav1validation.ValidateLabelSelector(p.ClusterSelector, metav1validation.LabelSelectorValidationOptions{},
+		field.NewPath("spec", "placement", "clusterSelector"))
 }
 
 // templateWarnings tells the user which template fields FleetVM overrides.

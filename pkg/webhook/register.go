@@ -25,16 +25,18 @@ func (o Options) imageNamespace() string {
 
 // SetupWithManager registers every FleetVM webhook with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := (&FleetVirtualMachineValidator{}).SetupWithManager(mgr); err != nil {
+	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
 }
 
 // Register serves the FleetVirtualMachine webhook on a server without a
-// manager: the test environment and the local fleet use it.
-func Register(server webhook.Server, scheme *runtime.Scheme) {
-	(&FleetVirtualMachineValidator{}).Register(server, scheme)
+// manager: the test environment and the local fleet use it. reader must
+// index FleetVirtualMachines by vmclaim.IndexVM (a cache set up with
+// vmclaim.SetupIndex).
+func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader) {
+	(&FleetVirtualMachineValidator{Reader: reader}).Register(server, scheme)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

@@ -9,9 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 )
 
@@ -29,6 +35,28 @@ func WebhookOptions() (*envtest.WebhookInstallOptions, error) {
 	}, nil
 }
 
+// ClaimReader returns a started cache of the hub, as cfg sees it, that
+// indexes FleetVirtualMachines by the VM they deliver: the reader the
+// FleetVirtualMachine webhook checks claims with. It runs until ctx ends.
+func ClaimReader(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (client.Reader, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	if err := vmclaim.SetupIndex(ctx, c); err != nil {
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the claim cache did not sync")
+	}
+	// Start the FleetVirtualMachine informer now, not on the first request.
+	if _, err := c.GetInformer(ctx, &fleetv1alpha1.FleetVirtualMachine{}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // ServeWebhooks serves FleetVM's admission webhooks in this process, where
 // the hub's webhook configuration points, until ctx ends. It returns once
 // the server accepts connections.
@@ -38,7 +66,11 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 		Port:    opts.LocalServingPort,
 		CertDir: opts.LocalServingCertDir,
 	})
-	fleetwebhook.Register(server, f.Scheme)
+	reader, err := ClaimReader(ctx, f.Hub.Config, f.Scheme)
+	if err != nil {
+		return err
+	}
+	fleetwebhook.Register(server, f.Scheme, reader)
 	fleetwebhook.RegisterDiskImageGuard(server, f.Scheme, f.Hub.Client, fleetwebhook.Options{})
 	go func() { _ = server.Start(ctx) }()
 

@@ -1,6 +1,7 @@
 package v1alpha1
 
-// Condition types of FleetVirtualMachine. All are positive: True is good.
+// Condition types of FleetVirtualMachine. All but Degraded are positive:
+// True is good.
 const (
 	// ConditionReady: the VM is ready on every placed cluster.
 	ConditionReady = "Ready"
@@ -11,7 +12,9 @@ const (
 	ConditionDelivered = "Delivered"
 	// ConditionAvailable: the VM is ready on at least one cluster.
 	ConditionAvailable = "Available"
-	// ConditionDegraded: some cluster reports a failure or is unknown.
+	// ConditionDegraded: some cluster reports a failure or is unknown, a
+	// removal could not be confirmed, or another FleetVirtualMachine
+	// delivers the same VM. It is the one negative condition: True is bad.
 	ConditionDegraded = "Degraded"
 )
 
@@ -38,10 +41,21 @@ const (
 	ReasonClustersUnknown     = "ClustersUnknown"
 	ReasonClustersFailed      = "ClustersFailed"
 	ReasonAsExpected          = "AsExpected"
-	ReasonWaitingForImage     = "WaitingForImage"
-	ReasonReferenced          = "Referenced"
-	ReasonUnreferenced        = "Unreferenced"
-	ReasonImporting           = "Importing"
-	ReasonImageReady          = "ImageReady"
-	ReasonImageFailed         = "ImageFailed"
+	// ReasonNotEnoughReady: fewer clusters are placed than desired, so the
+	// VM cannot be ready everywhere it should be.
+	ReasonNotEnoughReady = "NotEnoughReady"
+	// ReasonRemovalUnconfirmed: a VM FleetVM removed is still reported on
+	// its cluster, or Argo CD cannot remove it.
+	ReasonRemovalUnconfirmed = "RemovalUnconfirmed"
+	// ReasonConflict: another FleetVirtualMachine delivers the same VM
+	// (name and namespace); this one delivers nothing.
+	ReasonConflict = "Conflict"
+	// ReasonDeleting: the FleetVirtualMachine is being deleted.
+	ReasonDeleting        = "Deleting"
+	ReasonWaitingForImage = "WaitingForImage"
+	ReasonReferenced      = "Referenced"
+	ReasonUnreferenced    = "Unreferenced"
+	ReasonImporting       = "Importing"
+	ReasonImageReady      = "ImageReady"
+	ReasonImageFailed     = "ImageFailed"
 )

@@ -75,9 +75,10 @@ type FleetVirtualMachineSpec struct {
 	// +optional
 	Source *GitSource `json:"source,omitempty"`
 
-	// placement selects the managed clusters the VM runs on.
-	// +required
-	Placement FleetPlacement `json:"placement"`
+	// placement selects the managed clusters the VM runs on. Omitted, the
+	// VM runs on every cluster of the "default" cluster set that qualifies.
+	// +optional
+	Placement FleetPlacement `json:"placement,omitempty"`
 
 	// runStrategy is the power state of every copy of the VM. It wins over
 	// the template or git.
@@ -248,7 +249,7 @@ type Delivery struct {
 }
 
 // ClusterPhase is where the VM stands on one cluster.
-// +kubebuilder:validation:Enum=Pending;WaitingForImage;Provisioning;Starting;Running;Stopping;Stopped;Failed;Leaving;Unknown
+// +kubebuilder:validation:Enum=Pending;WaitingForImage;Provisioning;Starting;Running;Stopping;Stopped;Failed;Leaving;Removing;Unknown
 type ClusterPhase string
 
 const (
@@ -262,9 +263,14 @@ const (
 	ClusterPhaseStopping        ClusterPhase = "Stopping"
 	ClusterPhaseStopped         ClusterPhase = "Stopped"
 	ClusterPhaseFailed          ClusterPhase = "Failed"
-	// ClusterPhaseLeaving: the cluster left the decision; the VM stays
-	// until the grace period ends.
+	// ClusterPhaseLeaving: the FleetVirtualMachine no longer wants the VM
+	// on this cluster (its spec, the cluster's labels or cluster-set
+	// membership changed); the VM stays until the grace period ends.
 	ClusterPhaseLeaving ClusterPhase = "Leaving"
+	// ClusterPhaseRemoving: the grace period ended and the VM is being
+	// removed; the entry stays until the cluster's agent no longer reports
+	// the VM.
+	ClusterPhaseRemoving ClusterPhase = "Removing"
 	// ClusterPhaseUnknown: the cluster is unreachable or has not reported.
 	ClusterPhaseUnknown ClusterPhase = "Unknown"
 )
@@ -325,18 +331,27 @@ type ClusterStatus struct {
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 
-	// leavingSince is when the cluster dropped out of the placement
-	// decision. The VM is removed once the grace period has passed.
+	// leavingSince is when the FleetVirtualMachine stopped wanting the VM
+	// on this cluster. The VM is removed once the grace period has passed,
+	// unless the cluster qualifies again before.
 	// +optional
 	LeavingSince *metav1.Time `json:"leavingSince,omitempty"`
+
+	// removingSince is when FleetVM started removing the VM from this
+	// cluster (Argo CD deletes it). The entry stays until the cluster's
+	// agent no longer reports the VM.
+	// +optional
+	RemovingSince *metav1.Time `json:"removingSince,omitempty"`
 }
 
 // FleetSummary counts the clusters by state.
 type FleetSummary struct {
 	// desired is the number of clusters asked for (spec.placement.clusters),
-	// or the number decided when unset.
+	// or the number placed when unset.
 	Desired int32 `json:"desired"`
-	// placed is the number of clusters in the placement decision.
+	// placed is the number of clusters FleetVM keeps the VM on: those it
+	// runs on and still qualify (reachable or not), and those just chosen
+	// by the OCM scheduler. Leaving and removing clusters are not counted.
 	Placed int32 `json:"placed"`
 	// ready is the number of clusters where the VM is ready.
 	Ready int32 `json:"ready"`
@@ -360,7 +375,9 @@ type PlacementStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name,omitempty"`
-	// decidedClusters are the clusters in the current decision.
+	// decidedClusters are the clusters in the OCM scheduler's current
+	// decision: where new copies may go. A cluster the VM already runs on
+	// stays placed even when it drops out of it (full, unreachable).
 	// +optional
 	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MaxLength=253
@@ -403,7 +420,9 @@ type FleetVirtualMachineStatus struct {
 	// +optional
 	Placement *PlacementStatus `json:"placement,omitempty"`
 
-	// clusters has one entry per cluster the VM is on or going to.
+	// clusters has one entry per cluster the VM is on or going to. It is
+	// FleetVM's record of where it placed the VM: written before the VM is
+	// delivered to a new cluster or removed from one.
 	// +optional
 	// +listType=map
 	// +listMapKey=cluster

@@ -360,7 +360,8 @@ func (r *Reconciler) unsure(ctx context.Context, cluster string, inv *fleetv1alp
 }
 
 // wantedClusters are the clusters of the FleetVirtualMachines that list
-// the image: decided, leaving or still shown in their status.
+// the image: every cluster their status records (placed, leaving or
+// removing).
 func (r *Reconciler) wantedClusters(ctx context.Context, fvms []string) (map[string]struct{}, error) {
 	out := map[string]struct{}{}
 	for _, k := range fvms {
@@ -371,11 +372,6 @@ func (r *Reconciler) wantedClusters(ctx context.Context, fvms []string) (map[str
 				continue
 			}
 			return nil, fmt.Errorf("get FleetVirtualMachine %s: %w", k, err)
-		}
-		if fvm.Status.Placement != nil {
-			for _, c := range fvm.Status.Placement.DecidedClusters {
-				out[c] = struct{}{}
-			}
 		}
 		for _, c := range fvm.Status.Clusters {
 			out[c.Cluster] = struct{}{}

@@ -17,8 +17,8 @@ type Config struct {
 	EnvironmentLabel string
 	// Chart locates the Helm chart that carries inline templates.
 	Chart ChartSource
-	// GracePeriod is how long a cluster must be out of the placement
-	// decision before its VM is removed.
+	// GracePeriod is how long a cluster must stay excluded by the user's
+	// intent before its VM is removed (decide.go).
 	GracePeriod time.Duration
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.

@@ -6,11 +6,14 @@ package fleetvirtualmachine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"time"
+	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,8 +50,10 @@ const Finalizer = "fleetvm.io/cleanup"
 type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
-	Clock    clock.PassiveClock
-	Config   Config
+	// Clock is read for every timestamp and grace period, and wakes the
+	// reconcile when a grace period ends (a fake clock in tests).
+	Clock  clock.WithDelayedExecution
+	Config Config
 	// Images gives the fleet-wide references of the disk images the VMs
 	// use; ImageEvents wakes a FleetVirtualMachine when a total it shows
 	// changed. Both optional: without them, references are not shown.
@@ -55,6 +61,9 @@ type Reconciler struct {
 	ImageEvents <-chan event.GenericEvent
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
+
+	// alarms wake a reconcile when a grace period ends (SetupWithManager).
+	alarms *alarms
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch
@@ -67,6 +76,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersetbindings,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersets/bind,verbs=create
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.open-cluster-management.io,resources=gitopsclusters,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;update;patch;delete
@@ -74,12 +84,25 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one FleetVirtualMachine's hub objects in line with its
-// spec and computes its status.
+// spec and computes its status, in an order that never loses a VM:
+//
+//  1. read: the Placement and the scheduler's decision, the Applications,
+//     the clusters (labels, sets), the agents' reports;
+//  2. decide (decide.go, pure): where the VM stays, leaves, is removed,
+//     is added;
+//  3. write the Placement when the intent or where the VM runs changed;
+//  4. record the decision in the status, before acting on it: the write
+//     carries the object's resourceVersion, so a reconcile that read a
+//     stale FleetVirtualMachine (its own previous write not yet seen, a
+//     restarted hub) is refused with a conflict and acts on nothing;
+//  5. act: the ApplicationSet delivers to the recorded clusters, and the
+//     Applications of clusters whose grace period ended are removed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, fvm); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.observeImages(req.NamespacedName, nil)
+			r.alarms.set(req.NamespacedName, 0)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -95,202 +118,219 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := fvm.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
-	in := statusInputs{Spec: fvm.Spec, Generation: fvm.Generation, Previous: fvm.Status, Now: now}
-	var errs []error
 
-	// Placement.
-	placementName := childName(req.NamespacedName)
-	in.PlacementRef = &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace, Name: placementName}
-	var sticky []string
-	if fvm.Status.Placement != nil {
-		sticky = fvm.Status.Placement.DecidedClusters
+	// One FleetVirtualMachine per VM.
+	if winner, err := r.claimWinner(ctx, fvm); err != nil {
+		return ctrl.Result{}, err
+	} else if winner != nil {
+		return r.reconcileConflict(ctx, fvm, before, winner, now)
 	}
-	placement, err := r.placementPhase(ctx, fvm, sticky)
-	if err != nil {
+
+	var errs []error
+	in := statusInputs{
+		Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
+		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace, Name: ChildName(req.NamespacedName)},
+	}
+
+	// The cluster sets are bound, and imported into Argo CD.
+	if err := r.ensureBindings(ctx, fvm); err != nil {
 		in.PlacementErr = err
+	}
+	if err := r.ensureSharedGitOps(ctx, fvm); err != nil {
+		in.PlacementErr = errors.Join(in.PlacementErr, err)
+	}
+
+	// 1. Read.
+	obs, err := r.observe(ctx, fvm)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if placement != nil {
-		in.PlacementScheduled, in.PlacementMessage = scheduled(placement)
-		if in.Decided, err = r.readDecisions(ctx, placement); err != nil {
-			errs = append(errs, err)
+	// 2. Decide.
+	outcome := decidePlacement(r.placementInput(fvm, obs, now))
+	// 3. The Placement.
+	if obs.PlacementErr != nil {
+		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
+	} else {
+		sticky, hasSticky := currentSticky(obs.Placement)
+		sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
+		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, sticky); err != nil {
+			in.PlacementErr = errors.Join(in.PlacementErr, err)
+		} else if written {
+			// Its decision answers the old spec until rescheduled.
+			obs.Scheduled, obs.SchedulerMessage = scheduled(p)
 		}
 	}
-
-	// Delivery.
-	appSet, err := r.reconcileApplicationSet(ctx, fvm, placementName, in.Decided)
-	if err != nil {
-		in.DeliveryErr = err
-		errs = append(errs, err)
+	if in.PlacementErr != nil {
+		errs = append(errs, in.PlacementErr)
+	}
+	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
+	in.Decision, in.Outcome = obs.Decision, outcome
+	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
+	if appSetErr != nil {
+		in.DeliveryErr = appSetErr
+		errs = append(errs, appSetErr)
 	}
 	in.AppSetExists = appSet != nil
-	apps, err := r.listApplications(ctx, fvm)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if appSet != nil {
-		if err := r.adoptApplications(ctx, appSet, apps); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	requeue, err := r.trackLeaving(ctx, fvm, apps, &in)
-	if err != nil {
-		errs = append(errs, err)
-	}
-
-	// Status.
-	if err := r.readClusterState(ctx, fvm, &in); err != nil {
-		errs = append(errs, err)
-	}
+	r.readClusterState(obs, &in)
 	in.ImageTotals = r.observeImages(req.NamespacedName, reportedImages(in.Reports))
 	if err := r.readDiskImages(ctx, fvm, &in); err != nil {
 		errs = append(errs, err)
 	}
+
+	// 4. Record.
 	fvm.Status = computeStatus(in)
 	switch err := r.patchStatusIfChanged(ctx, before, fvm); {
 	case apierrors.IsConflict(err):
 		// The cache is behind the API server: the newer object (most often
-		// this controller's own previous status write) is on its way through
-		// the watch and triggers the next reconcile, which computes the status
-		// again from it. Returning the conflict would log a reconciler error
-		// and requeue with backoff (the fleet benchmark, test/benchmark/fleet,
-		// saw 1.3 per FleetVM when 300 were created at once). The transitions
-		// are recorded by the reconcile whose write lands, not twice.
+		// this controller's own previous status write) is on its way
+		// through the watch and triggers the next reconcile, which decides
+		// again from it. Acting now could act on a stale record.
+		return ctrl.Result{}, nil
 	case err != nil:
-		errs = append(errs, err)
-		r.recordTransitions(before, fvm)
-	default:
-		r.recordTransitions(before, fvm)
+		return ctrl.Result{}, errors.Join(append(errs, err)...)
 	}
-	if err := joinErrors(errs); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
+	r.recordTransitions(before, fvm)
+	r.recordClusterChanges(fvm, before.Status, outcome)
 
-// placementPhase binds the cluster sets, ensures the shared GitOps import,
-// and reconciles the FleetVirtualMachine's own Placement.
-func (r *Reconciler) placementPhase(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, sticky []string) (*clusterv1beta1.Placement, error) {
-	var errs []error
-	if err := r.ensureBindings(ctx, fvm); err != nil {
-		errs = append(errs, err)
-	}
-	if err := r.ensureSharedGitOps(ctx, fvm); err != nil {
-		errs = append(errs, err)
-	}
-	p, err := r.reconcilePlacement(ctx, fvm, sticky)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return p, joinErrors(errs)
-}
-
-// scheduled tells whether the OCM scheduler has acted on the Placement,
-// and its PlacementSatisfied message.
-func scheduled(p *clusterv1beta1.Placement) (bool, string) {
-	c := meta.FindStatusCondition(p.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied)
-	if c == nil || c.ObservedGeneration < p.Generation && c.ObservedGeneration != 0 {
-		return false, ""
-	}
-	return true, c.Message
-}
-
-// trackLeaving keeps the VM on clusters that left the decision until the
-// grace period has passed, then removes their Application deliberately. It
-// returns when to look again.
-func (r *Reconciler) trackLeaving(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, apps []argov1alpha1.Application, in *statusInputs) (time.Duration, error) {
-	in.Apps = map[string]appState{}
-	in.Leaving = map[string]metav1.Time{}
-	prevLeaving := map[string]metav1.Time{}
-	for _, c := range fvm.Status.Clusters {
-		if c.LeavingSince != nil {
-			prevLeaving[c.Cluster] = *c.LeavingSince
+	// 5. Act.
+	var written *argov1alpha1.ApplicationSet
+	if appSetErr == nil {
+		var current *argov1alpha1.ApplicationSet
+		if appSet != nil {
+			current = appSet.(*argov1alpha1.ApplicationSet)
 		}
-	}
-	var requeue time.Duration
-	var errs []error
-	for i := range apps {
-		app := &apps[i]
-		cluster := app.Labels[fleetv1alpha1.LabelCluster]
-		if cluster == "" || app.DeletionTimestamp != nil {
-			continue
-		}
-		in.Apps[cluster] = appState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status)}
-		if slices.Contains(in.Decided, cluster) {
-			continue
-		}
-		if !in.PlacementScheduled {
-			// No decision to trust (the Placement is new, recreated or
-			// unreadable): start no clock and remove nothing.
-			if since, ok := prevLeaving[cluster]; ok {
-				in.Leaving[cluster] = since
-			}
-			continue
-		}
-		since, ok := prevLeaving[cluster]
-		if !ok {
-			since = in.Now
-			r.Recorder.Eventf(fvm, "Normal", "ClusterLeaving",
-				"Cluster %s left the placement decision; its VM is removed if it does not return within %s", cluster, r.Config.GracePeriod)
-		}
-		left := r.Config.GracePeriod - in.Now.Sub(since.Time)
-		if left > 0 {
-			in.Leaving[cluster] = since
-			if requeue == 0 || left < requeue {
-				requeue = left
-			}
-			continue
-		}
-		if err := r.removeApplication(ctx, app, true); err != nil {
+		if written, err = r.reconcileApplicationSet(ctx, fvm, current, r.deliveryTargets(fvm, obs, outcome)); err != nil {
 			errs = append(errs, err)
-			in.Leaving[cluster] = since
-			continue
+			r.reportDeliveryError(ctx, fvm, err)
 		}
-		delete(in.Apps, cluster)
-		r.Recorder.Eventf(fvm, "Normal", "ClusterRemoved",
-			"Removed the VM from cluster %s: out of the placement decision for more than %s", cluster, r.Config.GracePeriod)
 	}
-	return requeue, joinErrors(errs)
+	if written != nil {
+		apps := make([]argov1alpha1.Application, 0, len(obs.Apps))
+		for _, a := range obs.Apps {
+			apps = append(apps, *a)
+		}
+		if err := r.adoptApplications(ctx, written, apps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range outcome.Remove {
+		// Only once the ApplicationSet as read no longer delivers there:
+		// Argo CD rewrites the finalizers of the Applications it generates,
+		// and would drop the one that makes it delete the VM. The write
+		// above brings the next reconcile.
+		if appSet == nil || !slices.Contains(appSetTargets(appSet.(*argov1alpha1.ApplicationSet)), c) {
+			if err := r.removeApplication(ctx, obs.Apps[c], true); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, c := range outcome.Release {
+		if err := r.removeApplication(ctx, obs.Apps[c], false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.alarms.set(req.NamespacedName, outcome.LookAgain)
+	return ctrl.Result{}, errors.Join(errs...)
 }
 
-// readClusterState reads the ManagedClusters and agent reports of the
-// clusters the status lists.
-func (r *Reconciler) readClusterState(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, in *statusInputs) error {
+// deliveryTargets are the ApplicationSet's elements: every cluster the VM
+// is delivered to, with its environment label. A leaving cluster keeps the
+// environment it was placed for, so a label that flaps does not switch its
+// VM to another overlay.
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placementOutcome) []deliveryTarget {
+	recorded := map[string]string{}
+	for _, c := range fvm.Status.Clusters {
+		recorded[c.Cluster] = c.Environment
+	}
+	var out []deliveryTarget
+	for _, c := range outcome.delivered() {
+		env := recorded[c]
+		if mc := obs.Facts[c].Cluster; mc != nil && (outcome.Clusters[c].State == statePlaced || env == "") {
+			env = mc.Labels[r.Config.EnvironmentLabel]
+		}
+		out = append(out, deliveryTarget{Name: c, Environment: env})
+	}
+	return out
+}
+
+// readClusterState turns what observe read into the status inputs of the
+// clusters the outcome lists.
+func (r *Reconciler) readClusterState(obs *observation, in *statusInputs) {
+	in.Apps = map[string]appState{}
+	for c, app := range obs.Apps {
+		in.Apps[c] = appStateOf(app)
+	}
 	in.Clusters = map[string]clusterInfo{}
 	in.Reports = map[string]*fleetv1alpha1.VMState{}
-	names := slices.Clone(in.Decided)
-	for c := range in.Leaving {
-		names = append(names, c)
-	}
-	var errs []error
-	for _, name := range names {
-		mc := &clusterv1.ManagedCluster{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("get ManagedCluster %s: %w", name, err))
+	for c := range in.Outcome.Clusters {
+		if mc := obs.Facts[c].Cluster; mc != nil {
+			info := clusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
+			if cond := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); cond != nil {
+				info.Available = cond.Status
 			}
-			continue
+			in.Clusters[c] = info
 		}
-		info := clusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
-		if c := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); c != nil {
-			info.Available = c.Status
-		}
-		in.Clusters[name] = info
-
-		// The report lives in the cluster's own namespace: the agent of
-		// that cluster is the only one allowed to write there, so a report
-		// elsewhere is never read.
-		report := &fleetv1alpha1.VMReport{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: name, Name: reportName(fvm)}, report)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			errs = append(errs, fmt.Errorf("get VMReport %s/%s: %w", name, reportName(fvm), err))
-		case report.Spec.FleetVM.Name == fvm.Name && report.Spec.FleetVM.Namespace == fvm.Namespace && len(report.Spec.VMs) > 0:
-			in.Reports[name] = &report.Spec.VMs[0]
+		if rep, ok := obs.Reports[c]; ok {
+			in.Reports[c] = rep
 		}
 	}
-	return joinErrors(errs)
+}
+
+// appStateOf is what the status shows of an Application: Argo CD's sync
+// and health, and its own error when it cannot render or sync.
+func appStateOf(app *argov1alpha1.Application) appState {
+	s := appState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
+	for _, c := range app.Status.Conditions {
+		if c.IsError() {
+			s.Error = joinMessage(s.Error, c.Message)
+		}
+	}
+	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError) {
+		s.Error = joinMessage(s.Error, "sync "+strings.ToLower(string(op.Phase))+": "+op.Message)
+	}
+	const most = 512
+	if len(s.Error) > most {
+		s.Error = s.Error[:most] + "…"
+	}
+	return s
+}
+
+// reportDeliveryError shows an ApplicationSet write that failed after the
+// status was recorded: Delivered turns False with the error.
+func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, err error) {
+	before := fvm.DeepCopy()
+	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
+		Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryFailed,
+		Message: err.Error(), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !apierrors.IsConflict(werr) {
+		log.FromContext(ctx).Error(werr, "report delivery error in status")
+	}
+}
+
+// recordClusterChanges emits an event when a cluster starts leaving, its
+// VM's removal starts, or a removal is confirmed.
+func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine, prev fleetv1alpha1.FleetVirtualMachineStatus, outcome placementOutcome) {
+	was := map[string]fleetv1alpha1.ClusterStatus{}
+	for _, c := range prev.Clusters {
+		was[c.Cluster] = c
+	}
+	for _, c := range slices.Sorted(maps.Keys(outcome.Clusters)) {
+		plan, old := outcome.Clusters[c], was[c]
+		switch {
+		case plan.State == stateLeaving && old.LeavingSince == nil:
+			r.Recorder.Eventf(fvm, "Normal", "ClusterLeaving",
+				"Cluster %s no longer qualifies (%s); its VM is removed if it does not qualify again within %s", c, plan.Reason, r.Config.GracePeriod)
+		case plan.State == stateRemoving && old.RemovingSince == nil:
+			r.Recorder.Eventf(fvm, "Normal", "ClusterRemoving",
+				"Removing the VM from cluster %s: it did not qualify for %s (%s)", c, r.Config.GracePeriod, plan.Reason)
+		}
+	}
+	for _, c := range outcome.Dropped {
+		if _, ok := was[c]; ok {
+			r.Recorder.Eventf(fvm, "Normal", "ClusterRemoved", "The VM is gone from cluster %s", c)
+		}
+	}
 }
 
 // readDiskImages reads the FleetDiskImages the VM boots from.
@@ -319,12 +359,6 @@ func (r *Reconciler) observeImages(key types.NamespacedName, images []string) ma
 		return nil
 	}
 	return r.Images.Observe(key, images)
-}
-
-// reportName is the name of a FleetVirtualMachine's VMReport in a cluster
-// namespace.
-func reportName(fvm *fleetv1alpha1.FleetVirtualMachine) string {
-	return fvm.Namespace + "." + fvm.Name
 }
 
 // patchStatusIfChanged writes the status only when it differs: a reconcile
@@ -397,7 +431,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers == 0 {
 		workers = 4
 	}
-	b := ctrl.NewControllerManagedBy(mgr)
+	r.alarms = newAlarms(r.Clock)
+	b := ctrl.NewControllerManagedBy(mgr).
+		WatchesRawSource(source.Channel(r.alarms.events, &handler.EnqueueRequestForObject{}))
 	if r.ImageEvents != nil {
 		b = b.WatchesRawSource(source.Channel(r.ImageEvents, &handler.EnqueueRequestForObject{}))
 	}
@@ -412,6 +448,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
+		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -422,6 +459,21 @@ func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) [
 	var list fleetv1alpha1.FleetVirtualMachineList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexStatusCluster: obj.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines on cluster", "cluster", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// fleetVMsOfSet maps a ManagedClusterSet to the FleetVirtualMachines that
+// select from it: a changed selector changes which clusters they want.
+func (r *Reconciler) fleetVMsOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set", "clusterSet", obj.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

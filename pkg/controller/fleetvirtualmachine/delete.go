@@ -2,10 +2,14 @@ package fleetvirtualmachine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,57 +31,86 @@ import (
 //     garbage collector deletes none of them;
 //  2. each Application is deleted deliberately: with Delete, Argo CD's
 //     resources finalizer is added first so Argo CD removes the VM from the
-//     cluster; with Orphan, without it, so the VM keeps running;
-//  3. once every Application is gone, the Placement, and the shared GitOps
-//     objects of cluster sets no other FleetVirtualMachine uses;
-//  4. the finalizer.
+//     cluster (not while Argo CD reports the Application invalid: it would
+//     drop the finalizer and leave the VM); with Orphan, without it, so the
+//     VM keeps running;
+//  3. with Delete, once every Application is gone, the agents must no
+//     longer report the VM: a VM still reported was not removed, and the
+//     status says where;
+//  4. the Placement, and the shared GitOps objects of cluster sets no other
+//     FleetVirtualMachine uses; every object is checked for its owner
+//     before it is deleted;
+//  5. the finalizer.
+//
+// While it waits, the Ready condition (reason Deleting) says on what.
 func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (ctrl.Result, error) {
+	r.alarms.set(client.ObjectKeyFromObject(fvm), 0)
 	if !controllerutil.ContainsFinalizer(fvm, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	key := client.ObjectKeyFromObject(fvm)
-	name := childName(key)
+	name := ChildName(client.ObjectKeyFromObject(fvm))
+	deleteVMs := fvm.Spec.DeletionPolicy != fleetv1alpha1.DeletionPolicyOrphan
 
-	appSet := &argov1alpha1.ApplicationSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, appSet)
-	switch {
-	case err == nil && isOwnedBy(appSet, fvm):
+	obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if obj != nil {
+		appSet := obj.(*argov1alpha1.ApplicationSet)
 		if appSet.DeletionTimestamp == nil {
 			if err := r.Client.Delete(ctx, appSet); err != nil && !apierrors.IsNotFound(err) {
 				return ctrl.Result{}, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err)
 			}
 		}
-		if err := r.releaseApplicationSet(ctx, fvm, appSet); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{}, nil // the ApplicationSet's deletion brings us back
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, fmt.Errorf("get ApplicationSet: %w", err)
+		return ctrl.Result{}, r.releaseApplicationSet(ctx, fvm, appSet) // its deletion brings us back
 	}
 
 	apps, err := r.listApplications(ctx, fvm)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	deleteVMs := fvm.Spec.DeletionPolicy != fleetv1alpha1.DeletionPolicyOrphan
-	var errs []error
+	var errs, waiting []string
 	for i := range apps {
-		if err := r.removeApplication(ctx, &apps[i], deleteVMs); err != nil {
-			errs = append(errs, err)
+		app := &apps[i]
+		cluster := app.Labels[fleetv1alpha1.LabelCluster]
+		if why := removalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
+			waiting = append(waiting, fmt.Sprintf("%s: %s", cluster, why))
+			continue
+		}
+		if err := r.removeApplication(ctx, app, deleteVMs); err != nil {
+			errs = append(errs, err.Error())
+		}
+		waiting = append(waiting, cluster+": Argo CD is deleting the Application")
+	}
+	if len(waiting) == 0 && deleteVMs {
+		// Argo CD said it deleted the VMs; the agents confirm it.
+		reported, err := r.stillReported(ctx, fvm)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, c := range reported {
+			waiting = append(waiting, c+": the cluster's agent still reports the VM (removal not confirmed; set deletionPolicy: Orphan to leave it)")
 		}
 	}
-	if err := joinErrors(errs); err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(apps) > 0 {
-		// Argo CD removes the VMs, then the Applications; their deletion
-		// brings us back.
+	if len(errs) > 0 || len(waiting) > 0 {
+		msg := "waiting to remove the VMs: " + strings.Join(waiting[:min(len(waiting), 10)], "; ")
+		if !deleteVMs {
+			msg = "waiting for Argo CD to delete the Applications (the VMs stay: deletionPolicy Orphan)"
+		}
+		r.setDeletingCondition(ctx, fvm, msg)
+		if len(errs) > 0 {
+			return ctrl.Result{}, errors.New(strings.Join(errs, "; "))
+		}
+		// Argo CD's deletions and the agents' reports bring us back.
 		return ctrl.Result{}, nil
 	}
 
-	p := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.ArgoNamespace, Name: name}}
-	if err := r.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("delete Placement %s: %w", klog.KObj(p), err)
+	if obj, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, name); err != nil {
+		return ctrl.Result{}, err
+	} else if obj != nil {
+		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete Placement %s: %w", klog.KObj(obj), err)
+		}
 	}
 	if err := r.cleanupShared(ctx, fvm); err != nil {
 		return ctrl.Result{}, err
@@ -96,9 +129,41 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	return ctrl.Result{}, nil
 }
 
+// stillReported lists the clusters whose agent still reports the
+// FleetVirtualMachine's VM, of those its status lists.
+func (r *Reconciler) stillReported(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]string, error) {
+	var out []string
+	for _, c := range fvm.Status.Clusters {
+		report := &fleetv1alpha1.VMReport{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Cluster, Name: reportName(fvm)}, report)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get VMReport %s/%s: %w", c.Cluster, reportName(fvm), err)
+		case len(report.Spec.VMs) > 0 && report.Spec.FleetVM.Name == fvm.Name && report.Spec.FleetVM.Namespace == fvm.Namespace:
+			out = append(out, c.Cluster)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// setDeletingCondition shows what a deletion waits for.
+func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, msg string) {
+	before := fvm.DeepCopy()
+	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
+		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
+		Message: msg, ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		r.Recorder.Eventf(fvm, "Warning", "StatusNotWritten", "could not write the deletion's progress: %v", err)
+	}
+}
+
 // cleanupShared removes the shared Placement, GitOpsCluster and the
 // ManagedClusterSetBinding FleetVM created for each cluster set this
 // FleetVirtualMachine used, when no other live FleetVirtualMachine uses it.
+// Only objects that carry FleetVM's labels for that set are deleted.
 func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
 	var errs []error
 	for _, set := range clusterSets(fvm) {
@@ -121,23 +186,30 @@ func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.Fleet
 		name := sharedName(set)
 		g := &unstructured.Unstructured{}
 		g.SetGroupVersionKind(gitOpsClusterGVK)
-		g.SetNamespace(r.Config.ArgoNamespace)
-		g.SetName(name)
-		shared := []client.Object{
-			g,
-			&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.ArgoNamespace, Name: name}},
+		candidates := []client.Object{g, &clusterv1beta1.Placement{}}
+		for _, obj := range candidates {
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, obj)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("get %s/%s: %w", r.Config.ArgoNamespace, name, err))
+				continue
+			case obj.GetLabels()[labelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
+				continue // not FleetVM's: left alone
+			}
+			if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %s: %w", klog.KObj(obj), err))
+			}
 		}
 		binding := &clusterv1beta2.ManagedClusterSetBinding{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: set}, binding); err == nil &&
 			binding.Labels[fleetv1alpha1.LabelPartOf] == fleetv1alpha1.PartOfValue {
 			// Only a binding FleetVM created; one a user made stays.
-			shared = append(shared, binding)
-		}
-		for _, obj := range shared {
-			if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, klog.KObj(obj), err))
+			if err := r.Client.Delete(ctx, binding); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %s: %w", klog.KObj(binding), err))
 			}
 		}
 	}
-	return joinErrors(errs)
+	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,19 +26,10 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
 const (
-	// acmPlacementConfigMap is the ConfigMap the clusterDecisionResource
-	// generator reads to find PlacementDecisions (OCM's convention).
-	acmPlacementConfigMap = "acm-placement"
-	// clusterNameSecretLabel is the label GitOpsCluster puts on the Argo CD
-	// cluster secret of a managed cluster.
-	clusterNameSecretLabel = "apps.open-cluster-management.io/cluster-name"
-	// decisionAnnotation carries a hash of the decided clusters on the
-	// ApplicationSet: a change of it makes the ApplicationSet controller
-	// regenerate at once instead of at its next 3-minute requeue.
-	decisionAnnotation = "fleetvm.io/decision"
 	// appSetProtectionFinalizer keeps an ApplicationSet until FleetVM has
 	// detached its Applications, so deleting the ApplicationSet (by hand,
 	// or by FleetVM) never garbage-collects Applications and their VMs.
@@ -44,10 +37,18 @@ const (
 	// environmentPlaceholder in spec.source.path becomes the cluster's
 	// environment label value.
 	environmentPlaceholder = "{{environment}}"
-	// requeueAfterSeconds is the ApplicationSet's own periodic refresh; FleetVM
-	// refreshes it on every decision change anyway.
-	requeueAfterSeconds = 180
+	// placementAnnotation on the ApplicationSet names the OCM Placement
+	// that chooses where new copies go.
+	placementAnnotation = "fleetvm.io/placement"
 )
+
+// deliveryTarget is one cluster the ApplicationSet delivers the VM to, an
+// element of its list generator: the cluster's name and the value of its
+// environment label (which picks a git source's overlay).
+type deliveryTarget struct {
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+}
 
 var gitOpsClusterGVK = schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"}
 
@@ -124,10 +125,17 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 	return nil
 }
 
-// desiredApplicationSet builds the ApplicationSet of a FleetVirtualMachine.
-func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, placementName string, decided []string) (*argov1alpha1.ApplicationSet, error) {
-	name := childName(client.ObjectKeyFromObject(fvm))
-	vmName, vmNamespace := vmIdentity(fvm)
+// desiredApplicationSet builds the ApplicationSet of a FleetVirtualMachine:
+// one Application per target. The targets are FleetVM's decision (decide.go):
+// the clusters the VM runs on and stays on, whether or not the OCM
+// scheduler would pick them again now, and the new ones it picked. A list
+// generator carries them, so a cluster drops out of Argo CD's view only
+// when FleetVM removes it, never because a PlacementDecision changed, and
+// a change reaches Argo CD with the ApplicationSet's own update.
+func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
+	key := client.ObjectKeyFromObject(fvm)
+	name := ChildName(key)
+	vm := vmclaim.Identity(fvm)
 	d := fvm.Spec.Delivery
 
 	labels := ownerLabels(fvm)
@@ -136,46 +144,47 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 
 	spec := argov1alpha1.ApplicationSpec{
 		Project:     defaultString(d.Project, "default"),
-		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vmNamespace},
+		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
 		SyncPolicy:  syncPolicy(d),
 	}
-	decisions := argov1alpha1.ApplicationSetGenerator{
-		ClusterDecisionResource: &argov1alpha1.DuckTypeGenerator{
-			ConfigMapRef:        acmPlacementConfigMap,
-			LabelSelector:       metav1.LabelSelector{MatchLabels: map[string]string{clusterv1beta1.PlacementLabel: placementName}},
-			RequeueAfterSeconds: ptrTo(int64(requeueAfterSeconds)),
-		},
-	}
-	generators := []argov1alpha1.ApplicationSetGenerator{decisions}
-
-	switch {
-	case fvm.Spec.Template != nil:
-		values, err := r.chartValues(fvm, vmName, vmNamespace)
+	elements := make([]apiextensionsv1.JSON, 0, len(targets))
+	for _, t := range targets {
+		// A map marshals with sorted keys, as the API server stores it,
+		// so an unchanged list compares equal.
+		raw, err := json.Marshal(map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)})
 		if err != nil {
 			return nil, err
 		}
-		src := &argov1alpha1.ApplicationSource{
+		elements = append(elements, apiextensionsv1.JSON{Raw: raw})
+	}
+
+	switch {
+	case fvm.Spec.Template != nil:
+		values, err := r.chartValues(fvm, vm.Name, vm.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		spec.Source = &argov1alpha1.ApplicationSource{
 			RepoURL:        r.Config.Chart.RepoURL,
 			Path:           r.Config.Chart.Path,
 			Chart:          r.Config.Chart.Chart,
 			TargetRevision: r.Config.Chart.TargetRevision,
 			Helm: &argov1alpha1.ApplicationSourceHelm{
-				ReleaseName:  vmName,
+				ReleaseName:  releaseName(vm.Name),
 				ValuesObject: &runtime.RawExtension{Raw: values},
 				Parameters:   []argov1alpha1.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
 			},
 		}
-		spec.Source = src
 	default:
 		src := fvm.Spec.Source
 		spec.Source = &argov1alpha1.ApplicationSource{
 			RepoURL:        src.RepoURL,
-			Path:           strings.ReplaceAll(escapeTemplate(src.Path), escapeTemplate(environmentPlaceholder), r.environmentExpr()),
+			Path:           strings.ReplaceAll(escapeTemplate(src.Path), escapeTemplate(environmentPlaceholder), "{{.environment}}"),
 			TargetRevision: escapeTemplate(src.TargetRevision),
 		}
 		if src.Helm != nil {
 			spec.Source.Helm = &argov1alpha1.ApplicationSourceHelm{
-				ReleaseName: vmName,
+				ReleaseName: vm.Name,
 				ValueFiles:  escapeStrings(src.Helm.ValueFiles),
 				Values:      escapeTemplate(src.Helm.Values),
 				Parameters: []argov1alpha1.HelmParameter{
@@ -186,17 +195,6 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 		} else {
 			spec.Source.Kustomize = r.kustomize(fvm)
 		}
-		// The clusters generator adds the Argo CD cluster secret's labels,
-		// which GitOpsCluster copies from the ManagedCluster: the overlay
-		// is chosen by the cluster's environment label.
-		generators = []argov1alpha1.ApplicationSetGenerator{{
-			Matrix: &argov1alpha1.MatrixGenerator{Generators: []argov1alpha1.ApplicationSetNestedGenerator{
-				{ClusterDecisionResource: decisions.ClusterDecisionResource},
-				{Clusters: &argov1alpha1.ClusterGenerator{Selector: metav1.LabelSelector{
-					MatchLabels: map[string]string{clusterNameSecretLabel: "{{.name}}"},
-				}}},
-			}},
-		}}
 	}
 
 	appSet := &argov1alpha1.ApplicationSet{
@@ -204,26 +202,27 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 			Name:        name,
 			Namespace:   r.Config.ArgoNamespace,
 			Labels:      labels,
-			Annotations: map[string]string{decisionAnnotation: decisionHash(decided)},
+			Annotations: map[string]string{placementAnnotation: name},
 		},
 		Spec: argov1alpha1.ApplicationSetSpec{
 			GoTemplate:        true,
 			GoTemplateOptions: []string{"missingkey=error"},
-			Generators:        generators,
+			Generators:        []argov1alpha1.ApplicationSetGenerator{{List: &argov1alpha1.ListGenerator{Elements: elements}}},
 			Template: argov1alpha1.ApplicationSetTemplate{
 				ApplicationSetTemplateMeta: argov1alpha1.ApplicationSetTemplateMeta{
-					Name:      name + "-{{.name}}",
+					// "<ApplicationSet>.<cluster>": cluster names hold no
+					// dot, so no two FleetVMs' Applications share a name.
+					Name:      name + ".{{.name}}",
 					Namespace: r.Config.ArgoNamespace,
 					Labels:    appLabels,
 				},
 				Spec: spec,
 			},
 			SyncPolicy: &argov1alpha1.ApplicationSetSyncPolicy{
-				// Argo CD never deletes an Application on its own: a cluster
-				// that drops out of the decision for a moment keeps its VM.
-				// FleetVM removes Applications deliberately, after the grace
-				// period or when the FleetVirtualMachine is deleted.
-				ApplicationsSync: ptrTo(argov1alpha1.ApplicationsSyncPolicyCreateUpdate),
+				// Argo CD never deletes an Application on its own. FleetVM
+				// removes Applications deliberately, after the grace period
+				// or when the FleetVirtualMachine is deleted.
+				ApplicationsSync: ptr.To(argov1alpha1.ApplicationsSyncPolicyCreateUpdate),
 				// Applications never carry the resources finalizer from the
 				// template, so no accidental delete removes a VM. FleetVM adds
 				// the finalizer right before it deletes an Application whose
@@ -235,10 +234,35 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 	return appSet, nil
 }
 
-// environmentExpr is the Go template expression of the cluster's
-// environment label, from the Argo CD cluster secret.
-func (r *Reconciler) environmentExpr() string {
-	return fmt.Sprintf("{{ index .metadata.labels %q }}", r.Config.EnvironmentLabel)
+// appSetTargets are the clusters an ApplicationSet FleetVM wrote delivers
+// to: the names in its list generator.
+func appSetTargets(appSet *argov1alpha1.ApplicationSet) []string {
+	var out []string
+	for _, g := range appSet.Spec.Generators {
+		if g.List == nil {
+			continue
+		}
+		for _, e := range g.List.Elements {
+			var t deliveryTarget
+			if json.Unmarshal(e.Raw, &t) == nil {
+				out = append(out, t.Name)
+			}
+		}
+	}
+	return out
+}
+
+// releaseName is the Helm release name of an inline template's chart. The
+// fleetvm-vm chart names nothing after it, so any valid name works: the
+// VM's name when Helm accepts it (at most 53 characters), else a shortened
+// one with a hash.
+func releaseName(vmName string) string {
+	const helmMax = 53
+	if len(vmName) <= helmMax {
+		return vmName
+	}
+	sum := sha256.Sum256([]byte(vmName))
+	return strings.TrimRight(vmName[:helmMax-hashLength-1], "-.") + "-" + hex.EncodeToString(sum[:])[:hashLength]
 }
 
 // kustomize makes every VM of a git source carry the FleetVM and cluster
@@ -340,28 +364,25 @@ func (r *Reconciler) pointAtImages(fvm *fleetv1alpha1.FleetVirtualMachine, spec 
 	}
 }
 
-// reconcileApplicationSet makes the ApplicationSet match the spec and the
-// decision. It returns the ApplicationSet as the API server holds it.
-func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, placementName string, decided []string) (*argov1alpha1.ApplicationSet, error) {
-	want, err := r.desiredApplicationSet(fvm, placementName, decided)
+// reconcileApplicationSet makes the ApplicationSet deliver to the targets.
+// got is the ApplicationSet as read (nil: none); with no target and none
+// yet, nothing is created. It returns the ApplicationSet as the API server
+// holds it.
+func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
+	if got == nil && len(targets) == 0 {
+		return nil, nil
+	}
+	want, err := r.desiredApplicationSet(fvm, targets)
 	if err != nil {
 		return nil, err
 	}
 	want.Finalizers = []string{appSetProtectionFinalizer}
-	got := &argov1alpha1.ApplicationSet{}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
-	switch {
-	case apierrors.IsNotFound(err):
+	if got == nil {
 		if err := r.Client.Create(ctx, want); err != nil {
 			return nil, fmt.Errorf("create ApplicationSet %s: %w", klog.KObj(want), err)
 		}
 		r.Recorder.Eventf(fvm, "Normal", "ApplicationSetCreated", "Created ApplicationSet %s", klog.KObj(want))
 		return want, nil
-	case err != nil:
-		return nil, fmt.Errorf("get ApplicationSet %s: %w", klog.KObj(want), err)
-	}
-	if !isOwnedBy(got, fvm) {
-		return nil, fmt.Errorf("ApplicationSet %s exists and does not belong to this FleetVirtualMachine", klog.KObj(got))
 	}
 	if got.DeletionTimestamp != nil {
 		// Deleted by someone else: detach the Applications so their VMs
@@ -369,18 +390,17 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		return nil, r.releaseApplicationSet(ctx, fvm, got)
 	}
 	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) &&
-		got.Annotations[decisionAnnotation] == want.Annotations[decisionAnnotation] &&
-		controllerutil.ContainsFinalizer(got, appSetProtectionFinalizer) {
+		labelsContain(got.Annotations, want.Annotations) && controllerutil.ContainsFinalizer(got, appSetProtectionFinalizer) {
 		return got, nil
 	}
 	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec = want.Spec
 	got.Labels = mergeLabels(got.Labels, want.Labels)
-	if got.Annotations == nil {
-		got.Annotations = map[string]string{}
-	}
-	got.Annotations[decisionAnnotation] = want.Annotations[decisionAnnotation]
+	got.Annotations = mergeLabels(got.Annotations, want.Annotations)
 	controllerutil.AddFinalizer(got, appSetProtectionFinalizer)
+	if empty, err := emptyPatch(patch, got); err != nil || empty {
+		return got, err
+	}
 	if err := r.Client.Patch(ctx, got, patch); err != nil {
 		return nil, fmt.Errorf("update ApplicationSet %s: %w", klog.KObj(got), err)
 	}
@@ -439,16 +459,6 @@ func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1
 	return joinErrors(errs)
 }
 
-// listApplications returns the Applications of a FleetVirtualMachine.
-func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argov1alpha1.Application, error) {
-	var list argov1alpha1.ApplicationList
-	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace),
-		client.MatchingFields{IndexOwner: client.ObjectKeyFromObject(fvm).String()}); err != nil {
-		return nil, fmt.Errorf("list Applications: %w", err)
-	}
-	return list.Items, nil
-}
-
 // removeApplication deliberately removes one cluster's Application: with
 // deleteVM, Argo CD's resources finalizer is added first so Argo CD deletes
 // the VM from the cluster; without, the VM is left running.
@@ -486,12 +496,6 @@ func syncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
 		}
 	}
 	return p
-}
-
-// decisionHash identifies a decision: sorted cluster names, hashed.
-func decisionHash(decided []string) string {
-	sum := sha256.Sum256([]byte(strings.Join(decided, ",")))
-	return hex.EncodeToString(sum[:8])
 }
 
 // escapeTemplate protects user text from the ApplicationSet's Go

@@ -1,9 +1,9 @@
 package fleetvirtualmachine
 
 import (
-	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,33 +78,25 @@ func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerRef
 	return out
 }
 
-// vmIdentity is the name and namespace of the VM on every cluster: the
-// template's metadata when set, else the FleetVirtualMachine's own.
-func vmIdentity(fvm *fleetv1alpha1.FleetVirtualMachine) (name, namespace string) {
-	name, namespace = fvm.Name, fvm.Namespace
-	if fvm.Spec.Template == nil {
-		return name, namespace
+// emptyPatch tells whether a merge patch changes nothing: a spec that
+// differs from the API server's copy only in form (JSON key order in a raw
+// field) is not rewritten.
+func emptyPatch(p client.Patch, obj client.Object) (bool, error) {
+	data, err := p.Data(obj)
+	if err != nil {
+		return false, err
 	}
-	var t struct {
-		Metadata struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(fvm.Spec.Template.Raw, &t) == nil {
-		if t.Metadata.Name != "" {
-			name = t.Metadata.Name
-		}
-		if t.Metadata.Namespace != "" {
-			namespace = t.Metadata.Namespace
-		}
-	}
-	return name, namespace
+	return string(data) == "{}", nil
 }
 
 func joinErrors(errs []error) error { return errors.Join(errs...) }
 
-func ptrTo[T any](v T) *T { return &v }
+// sortedCopy returns the strings sorted, without changing in.
+func sortedCopy(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return out
+}
 
 func defaultString(s, def string) string {
 	if s == "" {

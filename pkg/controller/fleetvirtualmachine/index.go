@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
 // Cache indexes of FleetVirtualMachines.
@@ -61,5 +62,5 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexPlacement, err)
 	}
-	return nil
+	return vmclaim.SetupIndex(ctx, indexer)
 }

@@ -15,12 +15,15 @@ const (
 	hashLength    = 8
 )
 
-// childName is the name of a FleetVirtualMachine's Placement and
-// ApplicationSet in the Argo CD namespace: "fvm-<namespace>-<name>", unique
-// across FleetVM namespaces, shortened with a hash of the full key when it
-// would pass 63 characters.
-func childName(key types.NamespacedName) string {
-	return boundedName("fvm-"+key.Namespace+"-"+key.Name, key.String())
+// ChildName is the name of a FleetVirtualMachine's Placement and
+// ApplicationSet in the Argo CD namespace: "fvm-<namespace>.<name>".
+// Namespaces hold no dot, so the first dot splits the two and no two
+// FleetVirtualMachines share a name (team-a/x is fvm-team-a.x, team/a-x is
+// fvm-team.a-x). Past 63 characters it is shortened and ends with a hash of
+// the full key; every object found by name is checked for its owner
+// before it is changed.
+func ChildName(key types.NamespacedName) string {
+	return boundedName("fvm-"+key.Namespace+"."+key.Name, key.String())
 }
 
 // sharedName is the name of the shared Placement and GitOpsCluster of a

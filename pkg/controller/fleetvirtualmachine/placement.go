@@ -25,8 +25,9 @@ import (
 const defaultClusterSet = "default"
 
 // Weights of the FreeCapacity prioritizer. Steady outweighs the capacity
-// scores (each -100..100) so a VM that runs, and so lowers its cluster's
-// free capacity, is not moved to a cluster that now looks emptier.
+// scores (each -100..100) so the scheduler keeps answering with the
+// clusters it picked before; keeping a VM does not depend on it
+// (decide.go).
 const (
 	weightCapacity = 1
 	weightSteady   = 5
@@ -47,10 +48,11 @@ func vmShape(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
 }
 
 // fitExpression is the CEL predicate that admits a cluster only if the VM
-// fits on one of its nodes, by the fleetvm agent's capacity score. Clusters
-// that already run the VM (sticky) stay admitted: the VM's own usage must
-// not push it off the cluster it runs on. A cluster without the score (no
-// agent yet) is not admitted: FleetVM never places a VM it cannot prove fits.
+// fits on one of its nodes, by the fleetvm agent's capacity score. A
+// cluster without the score (no agent yet) is not admitted: FleetVM never
+// places a new copy it cannot show fits. Clusters the VM runs on (sticky)
+// are admitted whatever their score, so the scheduler ranks them with
+// their own VM counted; keeping them does not depend on it (decide.go).
 func fitExpression(shape capacity.Shape, sticky []string) string {
 	fit := fmt.Sprintf("managedCluster.scores(%s).exists(s, s.name == %s && s.value >= 1)",
 		strconv.Quote(fleetv1alpha1.CapacityScoreName), strconv.Quote(shape.Name()))
@@ -64,37 +66,26 @@ func fitExpression(shape capacity.Shape, sticky []string) string {
 	return fmt.Sprintf("managedCluster.metadata.name in [%s] || %s", strings.Join(quoted, ", "), fit)
 }
 
-// desiredPlacement builds the OCM Placement of a FleetVirtualMachine.
-// sticky are the clusters in the current decision.
+// desiredPlacement builds the OCM Placement of a FleetVirtualMachine. sticky
+// are the clusters the fit predicate admits whatever their score.
 func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sticky []string) *clusterv1beta1.Placement {
 	spec := fvm.Spec.Placement
-	selector := metav1.LabelSelector{MatchLabels: map[string]string{}}
-	if spec.ClusterSelector != nil {
-		spec.ClusterSelector.DeepCopyInto(&selector)
-		if selector.MatchLabels == nil {
-			selector.MatchLabels = map[string]string{}
-		}
-	}
-	if spec.Environment != "" {
-		selector.MatchLabels[r.Config.EnvironmentLabel] = spec.Environment
-	}
-	if len(selector.MatchLabels) == 0 {
-		selector.MatchLabels = nil
-	}
 	predicate := clusterv1beta1.ClusterPredicate{
-		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: selector},
+		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(spec, r.Config.EnvironmentLabel)},
 	}
+	annotations := map[string]string{}
 	if shape, ok := vmShape(fvm); ok {
 		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
 			CelExpressions: []string{fitExpression(shape, sticky)},
 		}
+		annotations[stickyAnnotation] = strings.Join(sticky, ",")
 	}
-
-	p := &clusterv1beta1.Placement{
+	return &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      childName(client.ObjectKeyFromObject(fvm)),
-			Namespace: r.Config.ArgoNamespace,
-			Labels:    ownerLabels(fvm),
+			Name:        ChildName(client.ObjectKeyFromObject(fvm)),
+			Namespace:   r.Config.ArgoNamespace,
+			Labels:      ownerLabels(fvm),
+			Annotations: annotations,
 		},
 		Spec: clusterv1beta1.PlacementSpec{
 			ClusterSets:       clusterSets(fvm),
@@ -104,7 +95,52 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, st
 			PrioritizerPolicy: prioritizerPolicy(spec.Prioritizer),
 		},
 	}
-	return p
+}
+
+// stickyAnnotation records on the Placement the clusters its fit
+// predicate admits whatever their score.
+const stickyAnnotation = "fleetvm.io/sticky-clusters"
+
+// stickyClusters chooses the sticky list of the Placement: the one it has,
+// as long as it names only clusters the VM is delivered to and every such
+// cluster is either on it or in the scheduler's current answer; otherwise
+// exactly the delivered clusters. So the Placement is rewritten only when
+// the set of clusters the VM runs on changes in a way the scheduler has
+// not already answered: a new FleetVirtualMachine is scheduled once, and
+// no decision feeds back into the Placement in a loop.
+func stickyClusters(current []string, hasCurrent bool, delivered, decision []string, scheduled bool) []string {
+	if hasCurrent {
+		keep := true
+		for _, c := range current {
+			if !slices.Contains(delivered, c) {
+				keep = false
+			}
+		}
+		for _, c := range delivered {
+			if !slices.Contains(current, c) && !(scheduled && slices.Contains(decision, c)) {
+				keep = false
+			}
+		}
+		if keep {
+			return current
+		}
+	}
+	return delivered
+}
+
+// currentSticky reads the sticky list a Placement was written with.
+func currentSticky(p *clusterv1beta1.Placement) ([]string, bool) {
+	if p == nil {
+		return nil, false
+	}
+	v, ok := p.Annotations[stickyAnnotation]
+	if !ok {
+		return nil, false
+	}
+	if v == "" {
+		return nil, true
+	}
+	return strings.Split(v, ","), true
 }
 
 func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPolicy {
@@ -138,56 +174,34 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 	}
 }
 
-// reconcilePlacement makes the Placement match the spec. It returns the
-// Placement as the API server holds it.
-func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, sticky []string) (*clusterv1beta1.Placement, error) {
+// reconcilePlacement creates the Placement, or updates it when the intent
+// or the sticky list changed. got is the Placement as read (nil: none; it
+// is not modified). It returns the Placement as the API server holds it
+// and whether it was written.
+func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sticky []string) (*clusterv1beta1.Placement, bool, error) {
 	want := r.desiredPlacement(fvm, sticky)
-	got := &clusterv1beta1.Placement{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
-	switch {
-	case apierrors.IsNotFound(err):
+	if got == nil {
 		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, fmt.Errorf("create Placement %s: %w", klog.KObj(want), err)
+			return nil, false, fmt.Errorf("create Placement %s: %w", klog.KObj(want), err)
 		}
 		r.Recorder.Eventf(fvm, "Normal", "PlacementCreated", "Created Placement %s", klog.KObj(want))
-		return want, nil
-	case err != nil:
-		return nil, fmt.Errorf("get Placement %s: %w", klog.KObj(want), err)
+		return want, true, nil
 	}
-	if !isOwnedBy(got, fvm) {
-		return nil, fmt.Errorf("placement %s exists and does not belong to this FleetVirtualMachine", klog.KObj(got))
+	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) && labelsContain(got.Annotations, want.Annotations) {
+		return got, false, nil
 	}
-	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) {
-		return got, nil
+	updated := got.DeepCopy()
+	patch := client.MergeFrom(got)
+	updated.Spec = want.Spec
+	updated.Labels = mergeLabels(got.Labels, want.Labels)
+	updated.Annotations = mergeLabels(got.Annotations, want.Annotations)
+	if empty, err := emptyPatch(patch, updated); err != nil || empty {
+		return got, false, err
 	}
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec = want.Spec
-	got.Labels = mergeLabels(got.Labels, want.Labels)
-	if err := r.Client.Patch(ctx, got, patch); err != nil {
-		return nil, fmt.Errorf("update Placement %s: %w", klog.KObj(got), err)
+	if err := r.Client.Patch(ctx, updated, patch); err != nil {
+		return nil, false, fmt.Errorf("update Placement %s: %w", klog.KObj(got), err)
 	}
-	return got, nil
-}
-
-// readDecisions returns the clusters the scheduler decided for a Placement,
-// sorted, and whether the scheduler has acted on it yet.
-func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement) ([]string, error) {
-	var list clusterv1beta1.PlacementDecisionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
-		client.MatchingFields{IndexPlacement: p.Name}); err != nil {
-		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
-	}
-	var clusters []string
-	for _, d := range list.Items {
-		if !metav1.IsControlledBy(&d, p) && len(d.OwnerReferences) > 0 {
-			continue // a decision of an earlier Placement of the same name
-		}
-		for _, cd := range d.Status.Decisions {
-			clusters = append(clusters, cd.ClusterName)
-		}
-	}
-	slices.Sort(clusters)
-	return slices.Compact(clusters), nil
+	return updated, true, nil
 }
 
 // ensureBindings binds every cluster set the FleetVirtualMachine uses to the

@@ -5,20 +5,26 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
 
 // This file holds pure functions: status is computed from what the
-// reconciler read, with no client, so every case is unit-testable.
+// reconciler read and decided, with no client, so every case is
+// unit-testable.
 
 // appState is what the hub holds of one cluster's Argo CD Application.
 type appState struct {
 	Sync, Health string
 	Deleting     bool
+	// Error is Argo CD's own message when it cannot render or sync the
+	// Application (an error condition, or a failed sync operation).
+	Error string
 }
 
 // clusterInfo is what the hub holds of one ManagedCluster.
@@ -33,19 +39,26 @@ type clusterInfo struct {
 type statusInputs struct {
 	Spec       fleetv1alpha1.FleetVirtualMachineSpec
 	Generation int64
+	// GracePeriod is how long a leaving cluster keeps the VM.
+	GracePeriod time.Duration
 	// PlacementRef names the Placement; PlacementScheduled is false until
 	// the OCM scheduler has acted on it, PlacementMessage is its message.
 	PlacementRef       *fleetv1alpha1.PlacementStatus
 	PlacementScheduled bool
 	PlacementMessage   string
 	PlacementErr       error
-	Decided            []string
-	AppSetExists       bool
-	DeliveryErr        error
-	Apps               map[string]appState
-	Leaving            map[string]metav1.Time
-	Clusters           map[string]clusterInfo
-	Reports            map[string]*fleetv1alpha1.VMState
+	// Decision is the OCM scheduler's decision; Outcome is FleetVM's
+	// (decide.go): where the VM is placed, leaving, removed.
+	Decision     []string
+	Outcome      placementOutcome
+	AppSetExists bool
+	DeliveryErr  error
+	Apps         map[string]appState
+	Clusters     map[string]clusterInfo
+	Reports      map[string]*fleetv1alpha1.VMState
+	// Conflict names the FleetVirtualMachine that delivers the same VM
+	// ("namespace/name"); this one then delivers nothing.
+	Conflict string
 	// ImageTotals are the fleet-wide references of the reported images.
 	ImageTotals map[string]int32
 	// Images are the FleetDiskImages of spec.diskImages by name, nil when
@@ -65,7 +78,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	}
 	if in.PlacementRef != nil {
 		p := *in.PlacementRef
-		p.DecidedClusters = slices.Clone(in.Decided)
+		p.DecidedClusters = slices.Clone(in.Decision)
 		out.Placement = &p
 	}
 	out.Clusters = clusterEntries(in)
@@ -75,7 +88,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 		deliveredCondition(in),
 		readyCondition(in, out.Clusters),
 		availableCondition(in, out.Clusters),
-		degradedCondition(out.Clusters),
+		degradedCondition(in, out.Clusters),
 	} {
 		c.ObservedGeneration = in.Generation
 		c.LastTransitionTime = in.Now
@@ -84,87 +97,123 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	return out
 }
 
-// clusterEntries has one entry per decided or leaving cluster, sorted.
+// clusterEntries has one entry per cluster of the outcome, sorted.
 func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
-	names := slices.Clone(in.Decided)
-	for c := range in.Leaving {
-		names = append(names, c)
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-
 	prev := map[string]fleetv1alpha1.ClusterStatus{}
 	for _, c := range in.Previous.Clusters {
 		prev[c.Cluster] = c
 	}
+	names := slices.Sorted(maps.Keys(in.Outcome.Clusters))
 	entries := make([]fleetv1alpha1.ClusterStatus, 0, len(names))
 	for _, name := range names {
-		e := clusterEntry(in, name)
+		e := clusterEntry(in, name, in.Outcome.Clusters[name], prev[name])
 		if p, ok := prev[name]; ok && p.Phase == e.Phase && p.LastTransitionTime != nil {
 			e.LastTransitionTime = p.LastTransitionTime
 		} else {
-			e.LastTransitionTime = ptrTo(in.Now)
+			e.LastTransitionTime = ptr.To(in.Now)
 		}
 		entries = append(entries, e)
 	}
 	return entries
 }
 
-func clusterEntry(in statusInputs, name string) fleetv1alpha1.ClusterStatus {
+func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
 	e := fleetv1alpha1.ClusterStatus{Cluster: name}
 	info, known := in.Clusters[name]
 	e.Environment = info.Environment
+	if plan.State != statePlaced && prev.Environment != "" {
+		// The copy that leaves is the one placed for that environment.
+		e.Environment = prev.Environment
+	}
 	app, hasApp := in.Apps[name]
 	if hasApp {
 		e.SyncStatus, e.Health = app.Sync, app.Health
 	}
 	report := in.Reports[name]
-
-	since, leaving := in.Leaving[name]
-	leavingNote := ""
-	if leaving {
-		e.LeavingSince = ptrTo(since)
-		leavingNote = "; out of the placement decision, the VM stays until the grace period ends"
+	available := known && info.Available == metav1.ConditionTrue
+	showReport := func() {
+		// Never a stale state: an unavailable cluster's last report says
+		// nothing about now.
+		if report != nil && available {
+			e.PrintableStatus = report.PrintableStatus
+			e.Ready = report.Ready
+			e.Node = report.Node
+			e.IPAddresses = slices.Clone(report.IPAddresses)
+		}
 	}
+
+	switch plan.State {
+	case stateRemoving:
+		e.Phase = fleetv1alpha1.ClusterPhaseRemoving
+		e.RemovingSince = plan.Since
+		showReport()
+		e.Ready = false
+		switch {
+		case hasApp:
+			e.Message = "removing the VM: Argo CD deletes it"
+		case !available:
+			e.Message = "the Application is gone; the removal is confirmed once the cluster's agent reports again (the cluster is not available)"
+		default:
+			e.Message = "removal not confirmed: the Application is gone but the cluster's agent still reports the VM (Argo CD may not have been able to reach the cluster): delete it there, or restore Argo CD's access"
+		}
+		if plan.Reason != "" {
+			e.Message += " (" + plan.Reason + ")"
+		}
+		return e
+	case stateLeaving:
+		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
+		e.LeavingSince = plan.Since
+		showReport()
+		if plan.Blocked {
+			e.Message = "leaving: " + plan.Reason
+		} else {
+			until := plan.Since.Add(in.GracePeriod).UTC().Format(time.RFC3339)
+			e.Message = fmt.Sprintf("leaving: %s; the VM stays until %s and is kept if the cluster qualifies again before", plan.Reason, until)
+		}
+		return e
+	}
+
 	switch {
 	case !known:
 		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
-		e.Message = "ManagedCluster not found" + leavingNote
-		return e
+		e.Message = "ManagedCluster not found"
 	case info.Available != metav1.ConditionTrue:
-		// Never a stale Running: an unreachable cluster's last report
-		// says nothing about now. OCM's unavailable and unreachable taints
-		// also take it out of the decision, so it is usually leaving too.
+		// Never a stale Running: an unreachable cluster's last report says
+		// nothing about now. The VM stays, and no copy replaces it: when
+		// the cluster comes back, one copy runs.
 		e.Phase = fleetv1alpha1.ClusterPhaseUnknown
-		e.Message = "cluster is not available (lease expired or unreachable); last known state is not shown" + leavingNote
-		return e
-	case leaving:
-		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
-		e.Message = "out of the placement decision; the VM stays until the grace period ends"
-		return e
+		e.Message = "cluster is not available (lease expired or unreachable): the VM stays and is not replaced; its last known state is not shown"
 	case !hasApp:
 		e.Phase = fleetv1alpha1.ClusterPhasePending
 		e.Message = "waiting for Argo CD to create the Application"
-		return e
 	case imageWait(in, name) != "" && (report == nil || phaseOf(report.PrintableStatus) == fleetv1alpha1.ClusterPhaseProvisioning):
 		e.Phase = fleetv1alpha1.ClusterPhaseWaitingForImage
 		e.Message = imageWait(in, name)
 		if report != nil {
 			e.PrintableStatus = report.PrintableStatus
 		}
-		return e
 	case report == nil:
 		e.Phase = fleetv1alpha1.ClusterPhasePending
 		e.Message = fmt.Sprintf("waiting for the VM to be reported (Argo CD sync %s, health %s)", orUnknown(app.Sync), orUnknown(app.Health))
-		return e
+	default:
+		showReport()
+		e.Phase = phaseOf(report.PrintableStatus)
+		e.Message = report.Conditions
 	}
-	e.PrintableStatus = report.PrintableStatus
-	e.Ready = report.Ready
-	e.Node = report.Node
-	e.IPAddresses = slices.Clone(report.IPAddresses)
-	e.Phase = phaseOf(report.PrintableStatus)
-	e.Message = report.Conditions
+	if hasApp && app.Error != "" {
+		e.Message = joinMessage("Argo CD: "+app.Error, e.Message)
+	}
 	return e
+}
+
+func joinMessage(a, b string) string {
+	switch {
+	case b == "":
+		return a
+	case a == "":
+		return b
+	}
+	return a + "; " + b
 }
 
 // imageWait says which disk image the VM still waits for on the cluster,
@@ -211,7 +260,10 @@ func reportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
 // image must never look less used than it may be.
 func diskImages(in statusInputs) []fleetv1alpha1.DiskImageUsage {
 	clusters := map[string]int32{}
-	for _, r := range in.Reports {
+	for c, r := range in.Reports {
+		if _, ok := in.Outcome.Clusters[c]; !ok {
+			continue
+		}
 		for _, image := range slices.Compact(slices.Sorted(slices.Values(r.DiskImages))) {
 			clusters[image]++
 		}
@@ -249,13 +301,26 @@ func phaseOf(printable string) fleetv1alpha1.ClusterPhase {
 	}
 }
 
+// placedEntries are the entries of clusters the VM is placed on (not
+// leaving or removing).
+func placedEntries(entries []fleetv1alpha1.ClusterStatus) []fleetv1alpha1.ClusterStatus {
+	var out []fleetv1alpha1.ClusterStatus
+	for _, e := range entries {
+		if e.Phase != fleetv1alpha1.ClusterPhaseLeaving && e.Phase != fleetv1alpha1.ClusterPhaseRemoving {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func summarize(in statusInputs, entries []fleetv1alpha1.ClusterStatus) fleetv1alpha1.FleetSummary {
-	s := fleetv1alpha1.FleetSummary{Placed: int32(len(in.Decided))}
+	placed := placedEntries(entries)
+	s := fleetv1alpha1.FleetSummary{Placed: int32(len(placed))}
 	s.Desired = s.Placed
 	if in.Spec.Placement.Clusters != nil {
 		s.Desired = *in.Spec.Placement.Clusters
 	}
-	for _, e := range entries {
+	for _, e := range placed {
 		if e.Ready && e.Phase == fleetv1alpha1.ClusterPhaseRunning {
 			s.Ready++
 		}
@@ -273,49 +338,81 @@ func summarize(in statusInputs, entries []fleetv1alpha1.ClusterStatus) fleetv1al
 	return s
 }
 
+// conflictMessage explains why this FleetVirtualMachine delivers nothing.
+func conflictMessage(in statusInputs) string {
+	return fmt.Sprintf("FleetVirtualMachine %s already delivers the same VM (name and namespace); one VM has one FleetVirtualMachine, so this one delivers nothing until that one is gone", in.Conflict)
+}
+
 func placedCondition(in statusInputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionPlaced}
+	placed := in.Outcome.inState(statePlaced)
+	moving := slices.Concat(in.Outcome.inState(stateLeaving), in.Outcome.inState(stateRemoving))
+	movingNote := ""
+	if len(moving) > 0 {
+		movingNote = fmt.Sprintf("; a new copy starts only once the VM has left %s (two copies of one VM never run at once)", listNames(moving))
+	}
 	switch {
+	case in.Conflict != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
 	case in.PlacementErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, in.PlacementErr.Error()
-	case !in.PlacementScheduled:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "waiting for the OCM scheduler to decide"
-	case len(in.Decided) == 0:
+	case len(placed) == 0 && !in.PlacementScheduled:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "waiting for the OCM scheduler to decide"+movingNote
+	case len(placed) == 0 && len(moving) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
+		c.Message = "not placed on any cluster yet" + movingNote
+	case len(placed) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters
 		c.Message = "no cluster qualifies: " + orDefault(in.PlacementMessage, "no ManagedCluster matches") +
 			". A cluster must be in a listed cluster set, match the environment and selector, and have room for the VM by the fleetvm-capacity score (published by the fleetvm addon agent)"
-	case in.Spec.Placement.Clusters != nil && int32(len(in.Decided)) < *in.Spec.Placement.Clusters:
+	case in.Spec.Placement.Clusters != nil && int32(len(placed)) < *in.Spec.Placement.Clusters:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
-		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s): %s", len(in.Decided), *in.Spec.Placement.Clusters,
-			listNames(in.Decided), orDefault(in.PlacementMessage, "not enough clusters qualify"))
+		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s)", len(placed), *in.Spec.Placement.Clusters, listNames(placed))
+		if len(moving) == 0 {
+			c.Message += ": " + orDefault(in.PlacementMessage, "not enough clusters qualify")
+		}
+		c.Message += movingNote
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersDecided
-		c.Message = "placed on " + listNames(in.Decided)
+		c.Message = "placed on " + listNames(placed)
+		if leaving := in.Outcome.inState(stateLeaving); len(leaving) > 0 {
+			c.Message += "; leaving " + listNames(leaving)
+		}
 	}
 	return c
 }
 
 func deliveredCondition(in statusInputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionDelivered}
-	var missing []string
-	for _, name := range in.Decided {
-		if _, ok := in.Apps[name]; !ok {
+	targets := in.Outcome.delivered()
+	var missing, failed []string
+	for _, name := range targets {
+		app, ok := in.Apps[name]
+		switch {
+		case !ok:
 			missing = append(missing, name)
+		case app.Error != "":
+			failed = append(failed, name+": "+app.Error)
 		}
 	}
 	switch {
+	case in.Conflict != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
 	case in.DeliveryErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, in.DeliveryErr.Error()
+	case len(targets) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
 	case !in.AppSetExists:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, "ApplicationSet not created yet"
-	case len(in.Decided) == 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
+	case len(failed) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed
+		c.Message = "Argo CD cannot deliver the VM: " + strings.Join(failed[:min(len(failed), 5)], "; ")
 	case len(missing) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonApplicationsMissing
 		c.Message = "waiting for Argo CD to create the Applications of " + listNames(missing)
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonApplicationSetReady
-		c.Message = fmt.Sprintf("an Application for each of the %d decided clusters", len(in.Decided))
+		c.Message = fmt.Sprintf("an Application for each of the %d clusters", len(targets))
 	}
 	return c
 }
@@ -337,16 +434,18 @@ func settled(runStrategy fleetv1alpha1.RunStrategy, e fleetv1alpha1.ClusterStatu
 
 func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionReady}
-	if len(in.Decided) == 0 {
+	placed := placedEntries(entries)
+	if in.Conflict != "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
+		return c
+	}
+	if len(placed) == 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonNoneReady, "not placed on any cluster"
 		return c
 	}
 	var waiting []string
 	unknown := 0
-	for _, e := range entries {
-		if e.LeavingSince != nil {
-			continue
-		}
+	for _, e := range placed {
 		if !settled(in.Spec.RunStrategy, e) {
 			waiting = append(waiting, fmt.Sprintf("%s (%s)", e.Cluster, e.Phase))
 			if e.Phase == fleetv1alpha1.ClusterPhaseUnknown {
@@ -354,12 +453,19 @@ func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) meta
 			}
 		}
 	}
+	desired := len(placed)
+	if in.Spec.Placement.Clusters != nil {
+		desired = int(*in.Spec.Placement.Clusters)
+	}
 	switch {
+	case len(waiting) == 0 && len(placed) < desired:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughReady
+		c.Message = fmt.Sprintf("ready on %d of the %d clusters asked for: only %d placed", len(placed), desired, len(placed))
 	case len(waiting) == 0 && in.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonStopped, fmt.Sprintf("stopped on all %d clusters, as runStrategy Halted asks", len(in.Decided))
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonStopped, fmt.Sprintf("stopped on all %d clusters, as runStrategy Halted asks", len(placed))
 	case len(waiting) == 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, fmt.Sprintf("ready on all %d clusters", len(in.Decided))
-	case unknown == len(waiting) && unknown == len(in.Decided):
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, fmt.Sprintf("ready on all %d clusters", len(placed))
+	case unknown == len(waiting) && unknown == len(placed):
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonClustersUnknown, "no cluster reports: "+strings.Join(waiting, ", ")
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSomeNotReady, "not ready on "+strings.Join(waiting, ", ")
@@ -371,14 +477,15 @@ func availableCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) 
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionAvailable}
 	var ready []string
 	for _, e := range entries {
-		if e.Phase == fleetv1alpha1.ClusterPhaseRunning && e.Ready {
+		// A leaving cluster's VM serves until it is removed.
+		if e.Ready && phaseOf(e.PrintableStatus) == fleetv1alpha1.ClusterPhaseRunning {
 			ready = append(ready, e.Cluster)
 		}
 	}
 	switch {
 	case len(ready) > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, "serving on "+listNames(ready)
-		if len(ready) < len(in.Decided) {
+		if len(ready) < len(placedEntries(entries)) || in.Spec.Placement.Clusters != nil && len(ready) < int(*in.Spec.Placement.Clusters) {
 			c.Reason = fleetv1alpha1.ReasonSomeNotReady
 		}
 	case in.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted:
@@ -389,20 +496,30 @@ func availableCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) 
 	return c
 }
 
-func degradedCondition(entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+func degradedCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionDegraded}
-	var failed, unknown []string
+	var failed, unknown, unconfirmed []string
 	for _, e := range entries {
+		plan := in.Outcome.Clusters[e.Cluster]
+		_, hasApp := in.Apps[e.Cluster]
 		switch {
-		case e.Phase == fleetv1alpha1.ClusterPhaseFailed || e.Health == "Degraded":
+		case e.Phase == fleetv1alpha1.ClusterPhaseRemoving && !hasApp,
+			e.Phase == fleetv1alpha1.ClusterPhaseLeaving && plan.Blocked:
+			unconfirmed = append(unconfirmed, e.Cluster)
+		case e.Phase == fleetv1alpha1.ClusterPhaseFailed || e.Health == "Degraded" || in.Apps[e.Cluster].Error != "":
 			failed = append(failed, e.Cluster)
 		case e.Phase == fleetv1alpha1.ClusterPhaseUnknown:
 			unknown = append(unknown, e.Cluster)
 		}
 	}
 	switch {
+	case in.Conflict != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonConflict, conflictMessage(in)
 	case len(failed) > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersFailed, "failed on "+listNames(failed)
+	case len(unconfirmed) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonRemovalUnconfirmed
+		c.Message = "the VM's removal from " + listNames(unconfirmed) + " cannot be confirmed or carried out; see each cluster's message"
 	case len(unknown) > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersUnknown, "state unknown on "+listNames(unknown)
 	default:

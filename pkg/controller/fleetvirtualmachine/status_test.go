@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -23,7 +24,9 @@ func TestComputeStatus(t *testing.T) {
 			Generation:         3,
 			PlacementScheduled: true,
 			AppSetExists:       true,
-			Decided:            []string{"a", "b"},
+			GracePeriod:        5 * time.Minute,
+			Decision:           []string{"a", "b"},
+			Outcome:            placed("a", "b"),
 			Apps:               map[string]appState{"a": {Sync: "Synced", Health: "Healthy"}, "b": {Sync: "Synced", Health: "Healthy"}},
 			Clusters:           map[string]clusterInfo{"a": up, "b": up},
 			Reports:            map[string]*fleetv1alpha1.VMState{"a": running, "b": running},
@@ -81,36 +84,84 @@ func TestComputeStatus(t *testing.T) {
 					"Ready": "False/SomeNotReady", "Available": "False/NoneReady", "Degraded": "False/AsExpected"},
 			},
 		},
-		"fewer clusters than asked for, one leaving": {
+		"fewer clusters than asked for, one leaving: not AllReady": {
 			mutate: func(in *statusInputs) {
-				in.Spec.Placement.Clusters = ptrTo(int32(3))
-				in.Decided = []string{"a"}
-				in.Leaving = map[string]metav1.Time{"b": now}
+				in.Spec.Placement.Clusters = ptr.To(int32(3))
+				in.Decision = []string{"a"}
+				in.Outcome.Clusters["b"] = clusterPlan{State: stateLeaving, Since: &now, Reason: "its env label is \"dev\", not \"prod\""}
 			},
 			want: want{
 				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Leaving"},
 				summary: fleetv1alpha1.FleetSummary{Desired: 3, Placed: 1, Ready: 1, Running: 1},
 				conditions: map[string]string{"Placed": "False/NotEnoughClusters", "Delivered": "True/ApplicationSetReady",
-					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "False/AsExpected"},
+					"Ready": "False/NotEnoughReady", "Available": "True/SomeNotReady", "Degraded": "False/AsExpected"},
 			},
 		},
-		"unavailable cluster dropped by its taint is Unknown while leaving": {
+		"1 of 2 placed is not AllReady": {
 			mutate: func(in *statusInputs) {
-				in.Decided = []string{"a"}
-				in.Leaving = map[string]metav1.Time{"b": now}
+				in.Spec.Placement.Clusters = ptr.To(int32(2))
+				in.Outcome = placed("a")
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 1, Ready: 1, Running: 1},
+				conditions: map[string]string{"Placed": "False/NotEnoughClusters", "Delivered": "True/ApplicationSetReady",
+					"Ready": "False/NotEnoughReady", "Available": "True/SomeNotReady", "Degraded": "False/AsExpected"},
+			},
+		},
+		"unavailable cluster out of the scheduler's decision stays placed, Unknown": {
+			mutate: func(in *statusInputs) {
+				in.Decision = []string{"a"}
 				in.Clusters["b"] = clusterInfo{Environment: "prod", Available: metav1.ConditionFalse}
 			},
 			want: want{
 				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Unknown"},
-				summary: fleetv1alpha1.FleetSummary{Desired: 1, Placed: 1, Ready: 1, Running: 1, Unknown: 1},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Ready: 1, Running: 1, Unknown: 1},
 				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
-					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "True/ClustersUnknown"},
+					"Ready": "False/SomeNotReady", "Available": "True/SomeNotReady", "Degraded": "True/ClustersUnknown"},
+			},
+		},
+		"removal not confirmed: Application gone, VM still reported": {
+			mutate: func(in *statusInputs) {
+				in.Outcome.Clusters["b"] = clusterPlan{State: stateRemoving, Since: &now}
+				delete(in.Apps, "b")
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Removing"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 1, Placed: 1, Ready: 1, Running: 1},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "True/ApplicationSetReady",
+					"Ready": "True/AllReady", "Available": "True/AllReady", "Degraded": "True/RemovalUnconfirmed"},
+			},
+		},
+		"Argo CD cannot render: its message in Delivered": {
+			mutate: func(in *statusInputs) {
+				in.Apps["b"] = appState{Sync: "Unknown", Health: "Missing", Error: "helm template: release name is invalid"}
+				delete(in.Reports, "b")
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Pending"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2, Ready: 1, Running: 1},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "False/DeliveryFailed",
+					"Ready": "False/SomeNotReady", "Available": "True/SomeNotReady", "Degraded": "True/ClustersFailed"},
+			},
+		},
+		"another FleetVM delivers the VM": {
+			mutate: func(in *statusInputs) {
+				in.Conflict = "other/web"
+				in.Outcome = placed()
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{},
+				summary: fleetv1alpha1.FleetSummary{},
+				conditions: map[string]string{"Placed": "False/Conflict", "Delivered": "False/Conflict",
+					"Ready": "False/Conflict", "Available": "False/NoneReady", "Degraded": "True/Conflict"},
 			},
 		},
 		"scheduler has not decided": {
 			mutate: func(in *statusInputs) {
 				in.PlacementScheduled = false
-				in.Decided = nil
+				in.Decision = nil
+				in.Outcome = placed()
 			},
 			want: want{
 				phases:  map[string]fleetv1alpha1.ClusterPhase{},
@@ -147,7 +198,7 @@ func TestComputeStatus(t *testing.T) {
 func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	in := statusInputs{
 		Spec:               fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
-		PlacementScheduled: true, AppSetExists: true, Decided: []string{"a"},
+		PlacementScheduled: true, AppSetExists: true, Decision: []string{"a"}, Outcome: placed("a"),
 		Apps:     map[string]appState{"a": {}},
 		Clusters: map[string]clusterInfo{"a": {Available: metav1.ConditionTrue}},
 		Now:      metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
@@ -165,17 +216,26 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 }
 
 func TestChildName(t *testing.T) {
-	long := childName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name"))
+	long := ChildName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name"))
 	if len(long) > 63 {
-		t.Errorf("childName = %q (%d chars), want at most 63", long, len(long))
+		t.Errorf("ChildName = %q (%d chars), want at most 63", long, len(long))
 	}
-	other := childName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name2"))
+	other := ChildName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name2"))
 	if long == other {
 		t.Errorf("two FleetVMs share the child name %q", long)
 	}
-	if got := childName(keyOf("vms", "web")); got != "fvm-vms-web" {
-		t.Errorf("childName(vms/web) = %q, want fvm-vms-web", got)
+	if got := ChildName(keyOf("vms", "web")); got != "fvm-vms.web" {
+		t.Errorf("ChildName(vms/web) = %q, want fvm-vms.web", got)
 	}
+}
+
+// placed is an outcome with the clusters placed.
+func placed(clusters ...string) placementOutcome {
+	o := placementOutcome{Clusters: map[string]clusterPlan{}}
+	for _, c := range clusters {
+		o.Clusters[c] = clusterPlan{State: statePlaced}
+	}
+	return o
 }
 
 func keyOf(ns, name string) types.NamespacedName {

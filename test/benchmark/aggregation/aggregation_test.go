@@ -174,7 +174,7 @@ func (e *env) waitCache(b *testing.B, cond func() (bool, error)) {
 // decide writes the PlacementDecisions of the FleetVM's Placement as the
 // scheduler does: at most 100 clusters per decision object.
 func (e *env) decide(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, clusters []string) error {
-	placement := fmt.Sprintf("fvm-%s-%s", fvm.Namespace, fvm.Name)
+	placement := fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))
 	for part := 0; part*100 < len(clusters); part++ {
 		d := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
 			Namespace: argoNS, Name: fmt.Sprintf("%s-decision-%d", placement, part+1),
@@ -195,7 +195,7 @@ func (e *env) decide(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine
 
 func (e *env) createApp(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, cluster string) error {
 	app := &argov1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: fmt.Sprintf("fvm-%s-%s-%s", fvm.Namespace, fvm.Name, cluster), Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm)) + "." + cluster, Labels: map[string]string{
 			fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
 			fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue, fleetv1alpha1.LabelCluster: cluster,
 		}},
@@ -308,7 +308,7 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 		placed[i] = clusterName(i)
 	}
 	p := &clusterv1beta1.Placement{}
-	if err := e.direct.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: fmt.Sprintf("fvm-%s-%s", fvmNS, fvm.Name)}, p); err != nil {
+	if err := e.direct.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKey{Namespace: fvmNS, Name: fvm.Name})}, p); err != nil {
 		b.Fatal(err)
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,26 +16,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The Argo CD stand-in: no Argo CD runs in the benchmark, so the harness
-// does, in its place, the two things FleetVM's status depends on.
+// does, in its place, what FleetVM's status and safety depend on.
 //
 //   - As the ApplicationSet controller (policy create-update): on every
-//     ApplicationSet event (and only then, as Argo CD, which does not watch
-//     PlacementDecisions and otherwise re-reads them every 3 minutes), list
-//     the PlacementDecisions its clusterDecisionResource generator selects,
-//     straight from the API server, and create the missing Applications:
-//     the template with {{.name}} set to the cluster, owned by the
-//     ApplicationSet (controller reference), as Argo CD names and labels
-//     them. Applications are never deleted or updated by it.
+//     ApplicationSet event, read the clusters its list generator names and
+//     create the missing Applications: the template with {{.name}} set to
+//     the cluster, owned by the ApplicationSet (controller reference), as
+//     Argo CD names and labels them. Applications are never deleted or
+//     updated by it.
 //   - As the application controller: the Application is created already
 //     Synced and Healthy (one write, where Argo CD needs a create and a
 //     status update), and its status.reconciledAt is patched every
 //     ArgoRefresh (default 3 minutes, Argo CD's reconciliation timeout),
-//     spread over the period, as Argo CD's periodic refresh does.
+//     spread over the period, as Argo CD's periodic refresh does. An
+//     Application deleted with Argo CD's resources finalizer has its VM
+//     deleted from the cluster, then the finalizer removed; one deleted
+//     without it leaves the VM. Both are counted.
 //
 // It does not render Helm charts or apply anything: the agent stand-in
 // "receives" the VM from the Application's values.
@@ -45,6 +46,10 @@ type argoStandIn struct {
 	apps   map[string]*argov1alpha1.Application // by name, as created
 	order  []string                             // names in creation order
 	writes atomic.Int64
+	// deleted are the Applications seen deleted (or being deleted), and
+	// created counts the Applications created per ApplicationSet.
+	deleted map[string]bool
+	created map[string]int
 }
 
 func newArgoStandIn(h *harness) *argoStandIn {
@@ -52,7 +57,9 @@ func newArgoStandIn(h *harness) *argoStandIn {
 		h: h,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench-argocd-applicationsets"}),
-		apps: map[string]*argov1alpha1.Application{},
+		apps:    map[string]*argov1alpha1.Application{},
+		deleted: map[string]bool{},
+		created: map[string]int{},
 	}
 }
 
@@ -95,20 +102,10 @@ func (a *argoStandIn) sync(ctx context.Context, name string) error {
 	if appSet.DeletionTimestamp != nil {
 		return nil
 	}
-	selector, ok := decisionSelector(appSet)
-	if !ok {
-		return nil
-	}
-	var decisions clusterv1beta1.PlacementDecisionList
-	if err := a.h.admin.List(ctx, &decisions, client.InNamespace(argoNS), client.MatchingLabels(selector)); err != nil {
-		return fmt.Errorf("list PlacementDecisions of ApplicationSet %s: %w", name, err)
-	}
 	var errs []error
-	for _, d := range decisions.Items {
-		for _, cd := range d.Status.Decisions {
-			if err := a.ensureApplication(ctx, appSet, cd.ClusterName); err != nil {
-				errs = append(errs, err)
-			}
+	for _, cluster := range listTargets(appSet) {
+		if err := a.ensureApplication(ctx, appSet, cluster); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -117,22 +114,71 @@ func (a *argoStandIn) sync(ctx context.Context, name string) error {
 	return nil
 }
 
-// decisionSelector returns the labels the clusterDecisionResource
-// generator selects PlacementDecisions by.
-func decisionSelector(appSet *argov1alpha1.ApplicationSet) (map[string]string, bool) {
+// listTargets returns the clusters an ApplicationSet's list generator
+// names (FleetVM's elements carry "name").
+func listTargets(appSet *argov1alpha1.ApplicationSet) []string {
+	var out []string
 	for _, g := range appSet.Spec.Generators {
-		if g.ClusterDecisionResource != nil {
-			return g.ClusterDecisionResource.LabelSelector.MatchLabels, true
+		if g.List == nil {
+			continue
 		}
-		if g.Matrix != nil {
-			for _, n := range g.Matrix.Generators {
-				if n.ClusterDecisionResource != nil {
-					return n.ClusterDecisionResource.LabelSelector.MatchLabels, true
-				}
+		for _, e := range g.List.Elements {
+			var el struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(e.Raw, &el) == nil && el.Name != "" {
+				out = append(out, el.Name)
 			}
 		}
 	}
-	return nil, false
+	return out
+}
+
+// appChanged is the Application watch: an Application being deleted is
+// counted and, with Argo CD's resources finalizer, its VM is deleted from
+// the cluster and the finalizer removed, as Argo CD's application
+// controller does.
+func (a *argoStandIn) appChanged(ctx context.Context, app *argov1alpha1.Application, gone bool) {
+	if app.DeletionTimestamp == nil && !gone {
+		return
+	}
+	a.mu.Lock()
+	a.deleted[app.Name] = true
+	delete(a.apps, app.Name)
+	a.mu.Unlock()
+	if gone || !slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+		return
+	}
+	if err := a.h.agents.undeliver(ctx, app); err != nil {
+		a.h.logf("argo stand-in: delete the VM of %s: %v", app.Name, err)
+		return
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	app = app.DeepCopy()
+	app.Finalizers = slices.DeleteFunc(app.Finalizers, func(f string) bool { return f == argov1alpha1.ResourcesFinalizerName })
+	a.writes.Add(1)
+	if err := a.h.gen.Patch(ctx, app, patch); client.IgnoreNotFound(err) != nil {
+		a.h.logf("argo stand-in: remove the finalizer of %s: %v", app.Name, err)
+	}
+}
+
+// deletedApplications is how many Applications were seen deleted.
+func (a *argoStandIn) deletedApplications() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.deleted)
+}
+
+// createdPerApplicationSet counts the Applications created per
+// ApplicationSet.
+func (a *argoStandIn) createdPerApplicationSet() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]int, len(a.created))
+	for k, v := range a.created {
+		out[k] = v
+	}
+	return out
 }
 
 func (a *argoStandIn) ensureApplication(ctx context.Context, appSet *argov1alpha1.ApplicationSet, cluster string) error {
@@ -159,6 +205,7 @@ func (a *argoStandIn) ensureApplication(ctx context.Context, appSet *argov1alpha
 	a.mu.Lock()
 	a.apps[app.Name] = app
 	a.order = append(a.order, app.Name)
+	a.created[appSet.Name]++
 	a.mu.Unlock()
 	// Argo CD syncs it: the VM lands on the cluster.
 	return a.h.agents.deliver(ctx, app)
@@ -204,7 +251,9 @@ func (a *argoStandIn) refreshLoop(ctx context.Context, period time.Duration) {
 		a.mu.Lock()
 		var due []*argov1alpha1.Application
 		for i := n % parts; i < len(a.order); i += parts {
-			due = append(due, a.apps[a.order[i]])
+			if app := a.apps[a.order[i]]; app != nil {
+				due = append(due, app)
+			}
 		}
 		a.mu.Unlock()
 		for _, app := range due {

@@ -26,6 +26,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -65,6 +66,10 @@ type Config struct {
 	HubQPS     float64
 	HubBurst   int
 	HubWorkers int
+
+	// GracePeriod is fleetvm-hub's --removal-grace-period (default 30 s):
+	// a relabelled cluster's VMs move after it.
+	GracePeriod time.Duration
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration
@@ -107,6 +112,9 @@ func (c *Config) defaults() {
 	}
 	if c.Rest <= 0 {
 		c.Rest = 5 * time.Minute
+	}
+	if c.GracePeriod <= 0 {
+		c.GracePeriod = 30 * time.Second
 	}
 	def(&c.StatusSamples, 20)
 	def(&c.DecisionRounds, 1)
@@ -153,6 +161,8 @@ type harness struct {
 	placementOwners sync.Map
 
 	clusterNames []string
+	// scoreEvents counts the capacity score updates the harness saw.
+	scoreEvents atomic.Int64
 	// rawRate is the physical limit, creates per second.
 	rawRate float64
 	report  *Report

@@ -108,6 +108,7 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--kube-api-qps=" + strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
 		"--kube-api-burst=" + strconv.Itoa(cfg.HubBurst),
 		"--workers=" + strconv.Itoa(cfg.HubWorkers),
+		"--removal-grace-period=" + cfg.GracePeriod.String(),
 		"--zap-log-level=info",
 	}
 	cmd := exec.Command(cfg.HubBinary, args...)
@@ -159,6 +160,16 @@ func (h *hubProcess) alive() error {
 	default:
 		return nil
 	}
+}
+
+// kill ends the hub with SIGKILL, mid-flight, and waits until it exited.
+func (h *hubProcess) kill() {
+	if h.alive() != nil {
+		return
+	}
+	_ = h.cmd.Process.Kill()
+	<-h.done
+	h.exited = errors.New("fleetvm-hub killed")
 }
 
 // stop ends the hub: SIGTERM, then SIGKILL after 20 s.

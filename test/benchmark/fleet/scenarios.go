@@ -16,8 +16,6 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
@@ -477,8 +475,8 @@ func (h *harness) decisionChange(ctx context.Context) error {
 		if fvm.Namespace != burstNS || fvm.Status.Placement == nil {
 			continue
 		}
-		for _, c := range fvm.Status.Placement.DecidedClusters {
-			byCluster[c] = append(byCluster[c], fvm)
+		for _, c := range fvm.Status.Clusters {
+			byCluster[c.Cluster] = append(byCluster[c.Cluster], fvm)
 		}
 	}
 	if len(byCluster) == 0 {
@@ -507,26 +505,28 @@ func (h *harness) decisionChange(ctx context.Context) error {
 	return nil
 }
 
-// runningOnReplacement tells whether the hub's status shows a decision
-// without the cluster that left and the VM running and ready on every
-// decided cluster. (Placed may still be Unknown: see the report's notes on
-// the Placement rewrite after a decision.)
+// runningOnReplacement tells whether the hub's status no longer lists the
+// cluster that left and the VM runs, ready, on as many clusters as asked.
 func runningOnReplacement(left string) func(*fleetv1alpha1.FleetVirtualMachine) bool {
 	return func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		if f.Status.Placement == nil || len(f.Status.Placement.DecidedClusters) == 0 ||
-			slices.Contains(f.Status.Placement.DecidedClusters, left) {
-			return false
-		}
-		running := map[string]bool{}
 		for _, c := range f.Status.Clusters {
-			running[c.Cluster] = c.Phase == fleetv1alpha1.ClusterPhaseRunning && c.Ready
-		}
-		for _, c := range f.Status.Placement.DecidedClusters {
-			if !running[c] {
+			if c.Cluster == left {
 				return false
 			}
 		}
-		return true
+		return converged(f)
+	}
+}
+
+// leavingFrom tells whether the hub's status shows the cluster leaving.
+func leavingFrom(cluster string) func(*fleetv1alpha1.FleetVirtualMachine) bool {
+	return func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		for _, c := range f.Status.Clusters {
+			if c.Cluster == cluster {
+				return c.Phase == fleetv1alpha1.ClusterPhaseLeaving
+			}
+		}
+		return false
 	}
 }
 
@@ -547,15 +547,10 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 		return err
 	}
 	decided := make([]<-chan time.Time, n)
-	refreshed := make([]<-chan time.Time, n)
+	leaving := make([]<-chan time.Time, n)
 	ready := make([]<-chan time.Time, n)
 	for i, fvm := range affected {
 		name := fvm.Status.Placement.Name
-		appSet, ok := h.appSets.get(name)
-		if !ok {
-			return fmt.Errorf("no ApplicationSet %s for FleetVM %s", name, keyOf(fvm))
-		}
-		old := appSet.Annotations["fleetvm.io/decision"]
 		decided[i] = h.decisions.wait(name, func(d *clusterv1beta1.PlacementDecision) bool {
 			if len(d.Status.Decisions) == 0 {
 				return false
@@ -567,9 +562,7 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 			}
 			return true
 		})
-		refreshed[i] = h.appSets.wait(name, func(a *argov1alpha1.ApplicationSet) bool {
-			return a.Annotations["fleetvm.io/decision"] != old
-		})
+		leaving[i] = h.fvms.wait(keyOf(fvm), leavingFrom(cluster))
 		ready[i] = h.fvms.wait(keyOf(fvm), runningOnReplacement(cluster))
 	}
 	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}
@@ -582,9 +575,9 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 	if err != nil {
 		return fmt.Errorf("decisions off %s: %w", cluster, err)
 	}
-	tRefreshed, err := awaitAll(ctx, refreshed, h.cfg.Timeout)
+	tLeaving, err := awaitAll(ctx, leaving, h.cfg.Timeout)
 	if err != nil {
-		return fmt.Errorf("ApplicationSets refreshed after %s left: %w", cluster, err)
+		return fmt.Errorf("the hub shows %s leaving: %w", cluster, err)
 	}
 	tReady, err := awaitAll(ctx, ready, h.cfg.Timeout)
 	if err != nil {
@@ -593,22 +586,20 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 	after, _ := h.waitHubQuiet(ctx)
 	delta := after.sub(before)
 
-	var sched, refresh, hubPart, again []time.Duration
+	var sched, left, again []time.Duration
 	for i := range affected {
 		sched = append(sched, tDecided[i].Sub(t0))
-		refresh = append(refresh, tRefreshed[i].Sub(t0))
-		hubPart = append(hubPart, max(tRefreshed[i].Sub(tDecided[i]), 0))
+		left = append(left, tLeaving[i].Sub(t0))
 		again = append(again, tReady[i].Sub(t0))
 	}
 	label := fmt.Sprintf("decision change (%s moved)", plural(n, "FleetVM"))
 	r := h.report
-	r.addDuration(label+": ApplicationSets refreshed, max", percentile(refresh, 100))
+	r.addDuration(label+": hub shows the cluster leaving, max", percentile(left, 100))
 	if n > 1 {
-		r.addDuration(label+": ApplicationSets refreshed, p50", percentile(refresh, 50))
+		r.addDuration(label+": hub shows the cluster leaving, p50", percentile(left, 50))
 	}
-	r.addDuration(label+": of which scheduler (decision updated), max", percentile(sched, 100))
-	r.addDuration(label+": of which hub (decision to refresh), max", percentile(hubPart, 100))
-	r.addDuration(label+": VMs reported running on the replacement clusters, max", percentile(again, 100))
+	r.addDuration(label+": scheduler's decision updated, max", percentile(sched, 100))
+	r.addDuration(label+fmt.Sprintf(": VMs running on the replacement clusters (after the %s grace period), max", h.cfg.GracePeriod), percentile(again, 100))
 	r.add(label+": hub writes per moved FleetVM", round(delta.writesExceptEvents()/float64(n), 2), "writes/FleetVM")
 	h.logf("decision change: %s moved off %s", plural(n, "FleetVM"), cluster)
 	return nil

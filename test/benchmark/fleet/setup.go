@@ -137,13 +137,14 @@ func (h *harness) registerClusters(ctx context.Context) error {
 }
 
 // cacheScope is what the harness watches: FleetVMs, the Argo CD
-// namespace's ApplicationSets and PlacementDecisions, FleetVM's shapes
+// namespace's ApplicationSets, Applications and PlacementDecisions, FleetVM's shapes
 // ConfigMaps and the capacity scores.
 func cacheScope() map[client.Object]cache.ByObject {
 	inArgo := map[string]cache.Config{argoNS: {}}
 	return map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:                    {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		&argov1alpha1.ApplicationSet{}:         {Namespaces: inArgo},
+		&argov1alpha1.Application{}:            {Namespaces: inArgo},
 		&clusterv1beta1.PlacementDecision{}:    {Namespaces: inArgo},
 		&fleetv1alpha1.FleetVirtualMachine{}:   {},
 		&clusterv1alpha1.AddOnPlacementScore{}: {},
@@ -210,6 +211,21 @@ func (h *harness) startLoad(ctx context.Context) error {
 		h.appSets.observe(cur.Name, cur)
 		h.argo.appSetChanged(cur.Name)
 	}))
+	errs = append(errs, handle(ctx, h.cache, &argov1alpha1.Application{}, func(_, cur *argov1alpha1.Application) {
+		h.argo.appChanged(ctx, cur, false)
+	}))
+	if inf, err := h.cache.GetInformer(ctx, &argov1alpha1.Application{}); err != nil {
+		errs = append(errs, err)
+	} else if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = tomb.Obj
+		}
+		if app, ok := o.(*argov1alpha1.Application); ok {
+			h.argo.appChanged(ctx, app, true)
+		}
+	}}); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, handle(ctx, h.cache, &corev1.ConfigMap{}, func(old, cur *corev1.ConfigMap) {
 		if cur.Name != fleetv1alpha1.ShapesConfigMapName {
 			return
@@ -219,7 +235,9 @@ func (h *harness) startLoad(ctx context.Context) error {
 		}
 	}))
 	// Scores are read by the agents' capacity reconciler through the cache.
-	errs = append(errs, handle(ctx, h.cache, &clusterv1alpha1.AddOnPlacementScore{}, func(_, _ *clusterv1alpha1.AddOnPlacementScore) {}))
+	errs = append(errs, handle(ctx, h.cache, &clusterv1alpha1.AddOnPlacementScore{}, func(_, _ *clusterv1alpha1.AddOnPlacementScore) {
+		h.scoreEvents.Add(1)
+	}))
 	for _, err := range errs {
 		if err != nil {
 			return err

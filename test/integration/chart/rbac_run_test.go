@@ -191,8 +191,14 @@ func TestInstalledCertificateRotation(t *testing.T) {
 	}
 	port := freePort(t)
 	server := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){rot.TLSOpt}})
-	fleetwebhook.Register(server, f.Scheme)
 	runCtx, stop := context.WithCancel(ctx)
+	// The webhook reads claims as the chart's ServiceAccount.
+	claims, err := fleetenv.ClaimReader(runCtx, serviceAccount(t, r), f.Scheme)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	fleetwebhook.Register(server, f.Scheme, claims)
 	serverDone, rotDone := make(chan error, 1), make(chan error, 1)
 	go func() { serverDone <- server.Start(runCtx) }()
 	go func() { rotDone <- rot.Start(runCtx) }()

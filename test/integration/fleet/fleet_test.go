@@ -254,7 +254,7 @@ func TestCapacityFillsUp(t *testing.T) {
 	got := waitFVM(t, client.ObjectKeyFromObject(first), "big-1 ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
 	})
-	taken := got.Status.Placement.DecidedClusters[0]
+	taken := got.Status.Clusters[0].Cluster
 	other := "prod-a"
 	if taken == other {
 		other = "prod-b"
@@ -277,7 +277,7 @@ func TestCapacityFillsUp(t *testing.T) {
 	got = waitFVM(t, client.ObjectKeyFromObject(second), "big-2 ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
 	})
-	if d := got.Status.Placement.DecidedClusters; !slices.Equal(d, []string{other}) {
+	if d := placedOn(got); !slices.Equal(d, []string{other}) {
 		t.Errorf("big-2 placed on %v, want [%s] (%s is full)", d, other, taken)
 	}
 
@@ -290,6 +290,17 @@ func TestCapacityFillsUp(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced); !strings.Contains(c.Message, "fleetvm-capacity") {
 		t.Errorf("Placed message does not explain capacity: %q", c.Message)
 	}
+}
+
+// placedOn lists the clusters the status has the VM placed on.
+func placedOn(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	var out []string
+	for _, c := range fvm.Status.Clusters {
+		if c.Phase != fleetv1alpha1.ClusterPhaseLeaving && c.Phase != fleetv1alpha1.ClusterPhaseRemoving {
+			out = append(out, c.Cluster)
+		}
+	}
+	return out
 }
 
 // fits reads how many VMs of the shape the cluster's agent says fit.

@@ -156,7 +156,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 	cfg := fleetvirtualmachine.DefaultConfig()
 	cfg.ArgoNamespace = argoNS
 	cfg.GracePeriod = time.Minute
-	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, DiskImageClock: imageClock}); err != nil {
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: imageClock}); err != nil {
 		return nil, err
 	}
 	start("fleetvm-hub", func() error { return mgr.Start(ctx) })

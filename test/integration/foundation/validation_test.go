@@ -185,6 +185,26 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			manifest: fvm("escape", "  placement: {}\n  source: {repoURL: https://git.example/vms.git, path: ../etc}\n"),
 			want:     []string{"spec.source.path", "must be relative"},
 		},
+		"VM name Helm and Kubernetes refuse": {
+			manifest: fvm("badvmname", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: My_VM}", 1)),
+			want:     []string{"spec.template.metadata.name", "My_VM", "lowercase RFC 1123"},
+		},
+		"VM name longer than 63": {
+			manifest: fvm("longvmname", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: "+strings.Repeat("v", 64)+"}", 1)),
+			want:     []string{"spec.template.metadata.name", "63"},
+		},
+		"VM namespace not a namespace name": {
+			manifest: fvm("badvmns", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {namespace: Team.A}", 1)),
+			want:     []string{"spec.template.metadata.namespace", "RFC 1123 label"},
+		},
+		"cluster selector with an unknown operator": {
+			manifest: fvm("badop", "  placement:\n    clusterSelector:\n      matchExpressions: [{key: region, operator: Near, values: [east]}]\n  template:"+minimalVM),
+			want:     []string{"spec.placement.clusterSelector.matchExpressions[0].operator", "not a valid selector operator"},
+		},
+		"git source with helm, name too long for a Helm release": {
+			manifest: fvm(strings.Repeat("h", 54), "  placement: {}\n  source: {repoURL: https://git.example/vms.git, path: vms, helm: {valueFiles: [values.yaml]}}\n"),
+			want:     []string{"metadata.name", "at most 53 characters with spec.source.helm", "Helm release name"},
+		},
 		"disk image with two sources": {
 			manifest: fdi("twosources", "  source:\n    http: {url: https://images.example/rhel9.qcow2}\n    registry: {url: docker://quay.example/rhel9:latest}\n  storage: {size: 30Gi}\n"),
 			want:     []string{"spec.source", "exactly one of http, registry or s3"},
@@ -219,6 +239,38 @@ func TestInvalidObjectsRejected(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not mention %q:\n%v", w, err)
 				}
+			}
+		})
+	}
+}
+
+// TestExamplesApplyAsIs: every FleetVirtualMachine in examples/ is accepted
+// unchanged by a fresh hub (the API server and the webhook), as a user
+// would kubectl apply it.
+func TestExamplesApplyAsIs(t *testing.T) {
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(b, &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := fleet(t).Hub.EnsureNamespace(t.Context(), obj.GetNamespace()); err != nil {
+				t.Fatal(err)
+			}
+			if err := fleet(t).Hub.Client.Create(t.Context(), obj, client.DryRunAll); err != nil {
+				t.Errorf("%s refused: %v", filepath.Base(file), err)
 			}
 		})
 	}

@@ -200,11 +200,16 @@ func waitFor(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1
 	return fvm
 }
 
+// decided lists the clusters the FleetVM's status has the VM placed on
+// (not leaving or removing), sorted.
 func decided(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
-	if fvm.Status.Placement == nil {
-		return nil
+	var out []string
+	for _, c := range fvm.Status.Clusters {
+		if c.Phase != fleetv1alpha1.ClusterPhaseLeaving && c.Phase != fleetv1alpha1.ClusterPhaseRemoving {
+			out = append(out, c.Cluster)
+		}
 	}
-	return fvm.Status.Placement.DecidedClusters
+	return out
 }
 
 // applications lists the Applications of a FleetVirtualMachine by cluster.
@@ -224,7 +229,7 @@ func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[stri
 }
 
 func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
-	return client.ObjectKey{Namespace: argoNS, Name: "fvm-" + fvm.Namespace + "-" + fvm.Name}
+	return client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))}
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,61 @@
+package fleetvirtualmachine
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// alarms wake a FleetVirtualMachine's reconcile when a grace period ends,
+// on the reconciler's own clock: with a fake clock in tests, stepping it
+// past the grace period fires the alarm (controller-runtime's RequeueAfter
+// would wait real time). One alarm per FleetVirtualMachine; setting it
+// again replaces it.
+type alarms struct {
+	clock  clock.WithDelayedExecution
+	events chan event.GenericEvent
+
+	mu     sync.Mutex
+	timers map[types.NamespacedName]*alarm
+}
+
+type alarm struct{ timer clock.Timer }
+
+func newAlarms(c clock.WithDelayedExecution) *alarms {
+	return &alarms{clock: c, events: make(chan event.GenericEvent, 64), timers: map[types.NamespacedName]*alarm{}}
+}
+
+// set wakes key after d; d <= 0 clears its alarm. A nil alarms (a
+// Reconciler used without SetupWithManager) does nothing.
+func (a *alarms) set(key types.NamespacedName, d time.Duration) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.timers[key]; ok {
+		old.timer.Stop()
+		delete(a.timers, key)
+	}
+	if d <= 0 {
+		return
+	}
+	al := &alarm{}
+	a.timers[key] = al
+	al.timer = a.clock.AfterFunc(d, func() {
+		a.mu.Lock()
+		if a.timers[key] == al {
+			delete(a.timers, key)
+		}
+		a.mu.Unlock()
+		a.events <- event.GenericEvent{Object: &fleetv1alpha1.FleetVirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		}}
+	})
+}

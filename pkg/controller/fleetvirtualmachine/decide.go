@@ -1,0 +1,324 @@
+package fleetvirtualmachine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// This file holds the one rule that decides where the VM is: who stays, who
+// leaves, who is removed now, who is added, and when to look again. It is a
+// pure function of explicit inputs (the clock included) so that every case
+// is unit-tested and fuzzed without a client.
+//
+// The rule: a VM leaves a cluster only when the user's intent excludes that
+// cluster (the FleetVirtualMachine's spec, the cluster's labels, its
+// cluster-set membership, the cluster deleted), and only after the grace
+// period. What the OCM scheduler decides only chooses where new copies go:
+// missing capacity, an expired score, an unavailable or unreachable
+// cluster, a restarted scheduler or a Placement deleted by hand never
+// remove a VM, and a lost cluster's copy is not replaced elsewhere (a VM is
+// not a stateless replica: two copies of one server must not run when the
+// cluster comes back).
+
+// intentKind says whether the FleetVirtualMachine's intent includes a
+// cluster.
+type intentKind int
+
+const (
+	// intentUnknown: the cluster's facts could not be read. Keep the VM,
+	// start no clock, remove nothing.
+	intentUnknown intentKind = iota
+	intentIncluded
+	intentExcluded
+	// intentGone: the ManagedCluster does not exist. Excluded; once the
+	// grace period passes the VM cannot be reached to be removed, so its
+	// Application is let go and the cluster forgotten.
+	intentGone
+)
+
+// clusterIntent is the intent for one cluster, with the reason when it
+// excludes it.
+type clusterIntent struct {
+	Kind   intentKind
+	Reason string
+}
+
+// appPresence is what the hub holds of a cluster's Argo CD Application.
+type appPresence int
+
+const (
+	appNone appPresence = iota
+	appLive
+	appDeleting
+)
+
+// presence is what the hub knows of the VM on one cluster.
+type presence struct {
+	// Recorded: status.clusters has an entry: FleetVM placed the VM there.
+	Recorded      bool
+	LeavingSince  *metav1.Time
+	RemovingSince *metav1.Time
+	App           appPresence
+	// AppBlocked is why Argo CD could not remove the VM if FleetVM deleted
+	// the Application now (Argo CD reports the Application invalid, for
+	// instance when it has no cluster secret for the destination: it would
+	// drop its resources finalizer and leave the VM). Empty when it can.
+	AppBlocked string
+	// Reported: the cluster's agent reports the VM there.
+	Reported bool
+}
+
+// present tells whether FleetVM has the VM on the cluster: it recorded it
+// there or an Application delivers it. A VM only reported by an agent is
+// not adopted (its copy was left by an earlier FleetVirtualMachine, or
+// made by hand).
+func (p presence) present() bool { return p.Recorded || p.App != appNone }
+
+// placementInput is everything the decision reads.
+type placementInput struct {
+	Now         time.Time
+	GracePeriod time.Duration
+	// Desired is spec.placement.clusters; nil means every cluster that
+	// qualifies.
+	Desired *int32
+	// Scheduled says Decision is the OCM scheduler's answer to the
+	// Placement as it is now; until then nothing is added.
+	Scheduled bool
+	// Decision are the clusters the OCM scheduler selected.
+	Decision []string
+	// Clusters: what the hub knows of the VM on every cluster it may be on
+	// (status, Applications, reports).
+	Clusters map[string]presence
+	// Intent of every cluster in Clusters and Decision; a cluster missing
+	// here is intentUnknown.
+	Intent map[string]clusterIntent
+}
+
+// clusterState is where a cluster stands in FleetVM's record.
+type clusterState string
+
+const (
+	statePlaced   clusterState = "Placed"
+	stateLeaving  clusterState = "Leaving"
+	stateRemoving clusterState = "Removing"
+)
+
+// clusterPlan is the decision for one cluster.
+type clusterPlan struct {
+	State clusterState
+	// Since is when the cluster started leaving or removal started.
+	Since *metav1.Time
+	// Reason is why it leaves, or why its removal waits.
+	Reason string
+	// Added: the cluster is new in this decision.
+	Added bool
+	// Blocked: the grace period passed but the VM cannot be removed yet.
+	Blocked bool
+}
+
+// placementOutcome is the decision.
+type placementOutcome struct {
+	// Clusters is FleetVM's record afterwards: one plan per cluster the VM
+	// is on or goes to.
+	Clusters map[string]clusterPlan
+	// Remove: delete these clusters' Applications now, with Argo CD's
+	// resources finalizer, so Argo CD deletes the VM.
+	Remove []string
+	// Release: delete these clusters' Applications without it: the
+	// ManagedCluster is gone, nothing can reach the VM.
+	Release []string
+	// Dropped: clusters no longer recorded (their VM is confirmed gone, or
+	// the cluster is).
+	Dropped []string
+	// LookAgain is when a leaving cluster's grace period ends (0: none).
+	LookAgain time.Duration
+}
+
+// delivered are the clusters the ApplicationSet delivers to, sorted:
+// placed and leaving ones (a leaving cluster's VM is kept up to date until
+// it is removed).
+func (o placementOutcome) delivered() []string {
+	var out []string
+	for c, p := range o.Clusters {
+		if p.State != stateRemoving {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// inState returns the clusters in a state, sorted.
+func (o placementOutcome) inState(s clusterState) []string {
+	var out []string
+	for c, p := range o.Clusters {
+		if p.State == s {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (in placementInput) intent(cluster string) clusterIntent {
+	if i, ok := in.Intent[cluster]; ok {
+		return i
+	}
+	return clusterIntent{Kind: intentUnknown}
+}
+
+// decidePlacement applies the rule.
+func decidePlacement(in placementInput) placementOutcome {
+	out := placementOutcome{Clusters: map[string]clusterPlan{}}
+	now := metav1.NewTime(in.Now)
+	inDecision := map[string]bool{}
+	for _, c := range in.Decision {
+		inDecision[c] = true
+	}
+
+	// Clusters the VM is on, in a stable order.
+	var placed []string
+	for _, c := range slices.Sorted(maps.Keys(in.Clusters)) {
+		p := in.Clusters[c]
+		if !p.present() {
+			continue
+		}
+		if p.RemovingSince != nil {
+			// A removal that started runs to its end: confirmed once no
+			// Application is left and the agent no longer reports the VM.
+			if p.App == appNone && !p.Reported {
+				out.Dropped = append(out.Dropped, c)
+				continue
+			}
+			plan := clusterPlan{State: stateRemoving, Since: p.RemovingSince}
+			if p.App == appLive {
+				// Recreated (a generator that had not seen the change yet):
+				// remove it again.
+				out.Remove = append(out.Remove, c)
+			}
+			out.Clusters[c] = plan
+			continue
+		}
+		switch i := in.intent(c); i.Kind {
+		case intentIncluded:
+			out.Clusters[c] = clusterPlan{State: statePlaced}
+			placed = append(placed, c)
+		case intentUnknown:
+			// Keep; a cluster that was leaving keeps its clock, but
+			// nothing is removed on facts that cannot be read.
+			if p.LeavingSince != nil {
+				out.Clusters[c] = clusterPlan{State: stateLeaving, Since: p.LeavingSince, Blocked: true,
+					Reason: "the cluster's labels and cluster sets cannot be read; nothing is removed until they can"}
+				continue
+			}
+			out.Clusters[c] = clusterPlan{State: statePlaced}
+			placed = append(placed, c)
+		default:
+			out.leave(in, c, p, i, now)
+		}
+	}
+
+	// Fewer copies asked for than placed: the surplus leaves. Clusters
+	// already leaving go first (so the choice does not flap), then those
+	// the scheduler no longer picks, then by name.
+	if in.Desired != nil && len(placed) > int(*in.Desired) {
+		slices.SortStableFunc(placed, func(a, b string) int {
+			la, lb := in.Clusters[a].LeavingSince != nil, in.Clusters[b].LeavingSince != nil
+			if la != lb {
+				return boolOrder(la, lb)
+			}
+			if inDecision[a] != inDecision[b] {
+				return boolOrder(!inDecision[a], !inDecision[b])
+			}
+			return 0
+		})
+		for _, c := range placed[int(*in.Desired):] {
+			out.leave(in, c, in.Clusters[c], clusterIntent{
+				Kind: intentExcluded, Reason: fmt.Sprintf("spec.placement.clusters asks for %d", *in.Desired),
+			}, now)
+		}
+	}
+
+	// New copies go where the scheduler decided, to clusters the intent
+	// includes, while copies are missing. Every copy that exists counts,
+	// leaving and removing ones too: a move starts the new copy only once
+	// the old one is gone.
+	if in.Scheduled {
+		copies := len(out.Clusters)
+		for _, c := range slices.Sorted(slices.Values(in.Decision)) {
+			if _, ok := out.Clusters[c]; ok || in.Clusters[c].present() {
+				continue
+			}
+			if in.intent(c).Kind != intentIncluded {
+				continue
+			}
+			if in.Desired != nil && copies >= int(*in.Desired) {
+				break
+			}
+			out.Clusters[c] = clusterPlan{State: statePlaced, Added: true}
+			copies++
+		}
+	}
+	slices.Sort(out.Remove)
+	slices.Sort(out.Release)
+	slices.Sort(out.Dropped)
+	return out
+}
+
+// leave records a cluster the intent excludes: leaving until the grace
+// period has passed, then removed, released or dropped.
+func (o *placementOutcome) leave(in placementInput, c string, p presence, i clusterIntent, now metav1.Time) {
+	since := now
+	if p.LeavingSince != nil {
+		since = *p.LeavingSince
+	}
+	plan := clusterPlan{State: stateLeaving, Since: &since, Reason: i.Reason}
+	left := in.GracePeriod - in.Now.Sub(since.Time)
+	if left > 0 {
+		o.Clusters[c] = plan
+		if o.LookAgain == 0 || left < o.LookAgain {
+			o.LookAgain = left
+		}
+		return
+	}
+	switch {
+	case i.Kind == intentGone:
+		if p.App != appNone {
+			o.Release = append(o.Release, c)
+		}
+		o.Dropped = append(o.Dropped, c)
+	case p.App == appLive && p.AppBlocked != "":
+		plan.Blocked = true
+		plan.Reason = i.Reason + "; the grace period is over but the VM is not removed: " + p.AppBlocked
+		o.Clusters[c] = plan
+	case p.App == appLive:
+		o.Clusters[c] = clusterPlan{State: stateRemoving, Since: &now, Reason: i.Reason}
+		o.Remove = append(o.Remove, c)
+	case p.App == appNone && !p.Reported:
+		// Nothing is there to remove.
+		o.Dropped = append(o.Dropped, c)
+	default:
+		// The Application is missing (deleted by hand, not regenerated
+		// yet) or being deleted by someone else: only an Application makes
+		// Argo CD remove the VM, so wait for it.
+		plan.Blocked = true
+		plan.Reason = i.Reason + "; the grace period is over: waiting for Argo CD's Application to remove the VM"
+		o.Clusters[c] = plan
+	}
+}
+
+// boolOrder sorts false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	default:
+		return 1
+	}
+}

@@ -1,0 +1,257 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// observation is what one reconcile read from the hub: the inputs of the
+// placement decision and of the status.
+type observation struct {
+	// Placement is the FleetVirtualMachine's own Placement, nil if missing;
+	// PlacementErr is set when it could not be read or belongs to another
+	// owner (then nothing is written to it).
+	Placement    *clusterv1beta1.Placement
+	PlacementErr error
+	// Scheduled: the scheduler has answered the Placement as it is now.
+	Scheduled bool
+	// SchedulerMessage is its PlacementSatisfied message.
+	SchedulerMessage string
+	// Decision are the clusters the scheduler selected.
+	Decision []string
+	// Apps are the FleetVirtualMachine's Applications by cluster.
+	Apps map[string]*argov1alpha1.Application
+	// Facts of every cluster in the status, the Applications and the
+	// decision.
+	Facts map[string]clusterFacts
+	// Sets are spec.placement.clusterSets, nil for one that does not exist.
+	Sets map[string]*clusterv1beta2.ManagedClusterSet
+	// SetsErr is set when a cluster set could not be read.
+	SetsErr error
+	// Reports are the agents' reports of the VM by cluster.
+	Reports map[string]*fleetv1alpha1.VMState
+}
+
+// observe reads everything the decision and the status need. Reads come
+// from the cache; an error leaves the affected input unknown (and the
+// decision keeps what it cannot judge) and is returned joined.
+func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (*observation, error) {
+	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]clusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
+	var errs []error
+
+	p, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, ChildName(client.ObjectKeyFromObject(fvm)))
+	switch {
+	case err != nil:
+		obs.PlacementErr = err
+	case p != nil:
+		obs.Placement = p.(*clusterv1beta1.Placement)
+		obs.Scheduled, obs.SchedulerMessage = scheduled(obs.Placement)
+		if obs.Decision, err = r.readDecisions(ctx, obs.Placement); err != nil {
+			errs = append(errs, err)
+			obs.Scheduled = false
+		}
+	}
+
+	apps, err := r.listApplications(ctx, fvm)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for i := range apps {
+		if c := apps[i].Labels[fleetv1alpha1.LabelCluster]; c != "" {
+			obs.Apps[c] = &apps[i]
+		}
+	}
+
+	obs.Sets = map[string]*clusterv1beta2.ManagedClusterSet{}
+	for _, name := range clusterSets(fvm) {
+		set := &clusterv1beta2.ManagedClusterSet{}
+		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, set); {
+		case apierrors.IsNotFound(err):
+			obs.Sets[name] = nil
+		case err != nil:
+			obs.SetsErr = errors.Join(obs.SetsErr, fmt.Errorf("get ManagedClusterSet %s: %w", name, err))
+		default:
+			obs.Sets[name] = set
+		}
+	}
+	if obs.SetsErr != nil {
+		errs = append(errs, obs.SetsErr)
+	}
+
+	names := slices.Clone(obs.Decision)
+	for _, c := range fvm.Status.Clusters {
+		names = append(names, c.Cluster)
+	}
+	for c := range obs.Apps {
+		names = append(names, c)
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		facts := clusterFacts{}
+		mc := &clusterv1.ManagedCluster{}
+		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			facts.Err = fmt.Errorf("get ManagedCluster %s: %w", name, err)
+			errs = append(errs, facts.Err)
+		default:
+			facts.Cluster = mc
+		}
+		if obs.SetsErr != nil {
+			facts.Err = obs.SetsErr
+		}
+		obs.Facts[name] = facts
+		if facts.Cluster == nil {
+			continue
+		}
+		// The report lives in the cluster's own namespace: the agent of
+		// that cluster is the only one allowed to write there, so a report
+		// elsewhere is never read.
+		report := &fleetv1alpha1.VMReport{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: name, Name: reportName(fvm)}, report)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get VMReport %s/%s: %w", name, reportName(fvm), err))
+		case report.Spec.FleetVM.Name == fvm.Name && report.Spec.FleetVM.Namespace == fvm.Namespace && len(report.Spec.VMs) > 0:
+			obs.Reports[name] = &report.Spec.VMs[0]
+		}
+	}
+	return obs, errors.Join(errs...)
+}
+
+// placementInput turns an observation into the decision's inputs.
+func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, now metav1.Time) placementInput {
+	in := placementInput{
+		Now:         now.Time,
+		GracePeriod: r.Config.GracePeriod,
+		Desired:     fvm.Spec.Placement.Clusters,
+		Scheduled:   obs.Scheduled,
+		Decision:    obs.Decision,
+		Clusters:    map[string]presence{},
+		Intent:      map[string]clusterIntent{},
+	}
+	for _, c := range fvm.Status.Clusters {
+		in.Clusters[c.Cluster] = presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince}
+	}
+	for c, app := range obs.Apps {
+		p := in.Clusters[c]
+		p.App = appLive
+		if app.DeletionTimestamp != nil {
+			p.App = appDeleting
+		}
+		p.AppBlocked = removalBlocked(app)
+		in.Clusters[c] = p
+	}
+	for c := range obs.Reports {
+		if p, ok := in.Clusters[c]; ok {
+			p.Reported = true
+			in.Clusters[c] = p
+		}
+	}
+	for c, facts := range obs.Facts {
+		in.Intent[c] = intentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
+	}
+	return in
+}
+
+// removalBlocked says why Argo CD would not remove the VM if the
+// Application were deleted now: Argo CD drops its resources finalizer and
+// leaves the resources when the Application's destination is invalid (no
+// cluster secret for it, for instance), so an Application Argo CD reports
+// invalid is not deleted.
+func removalBlocked(app *argov1alpha1.Application) string {
+	for _, c := range app.Status.Conditions {
+		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError {
+			return "Argo CD reports the Application invalid (" + c.Message + ")"
+		}
+	}
+	return ""
+}
+
+// scheduled tells whether the OCM scheduler has acted on the Placement as
+// it is now, and its PlacementSatisfied message.
+func scheduled(p *clusterv1beta1.Placement) (bool, string) {
+	c := meta.FindStatusCondition(p.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied)
+	if c == nil || c.ObservedGeneration < p.Generation && c.ObservedGeneration != 0 {
+		return false, ""
+	}
+	return true, c.Message
+}
+
+// readDecisions returns the clusters the scheduler decided for a Placement,
+// sorted.
+func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement) ([]string, error) {
+	var list clusterv1beta1.PlacementDecisionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
+		client.MatchingFields{IndexPlacement: p.Name}); err != nil {
+		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
+	}
+	var clusters []string
+	for _, d := range list.Items {
+		if !metav1.IsControlledBy(&d, p) && len(d.OwnerReferences) > 0 {
+			continue // a decision of an earlier Placement of the same name
+		}
+		for _, cd := range d.Status.Decisions {
+			clusters = append(clusters, cd.ClusterName)
+		}
+	}
+	slices.Sort(clusters)
+	return slices.Compact(clusters), nil
+}
+
+// listApplications returns the Applications of a FleetVirtualMachine: those
+// whose labels name it.
+func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argov1alpha1.Application, error) {
+	var list argov1alpha1.ApplicationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace),
+		client.MatchingFields{IndexOwner: client.ObjectKeyFromObject(fvm).String()}); err != nil {
+		return nil, fmt.Errorf("list Applications: %w", err)
+	}
+	return list.Items, nil
+}
+
+// getOwned reads the object of that name in the Argo CD namespace into obj
+// and returns it when it belongs to the FleetVirtualMachine; nil, nil when
+// there is none; an error when it belongs to someone else. Nothing found
+// by name is changed without this check.
+func (r *Reconciler) getOwned(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, obj client.Object, name string) (client.Object, error) {
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	kind := "object"
+	if gvk, gerr := r.Client.GroupVersionKindFor(obj); gerr == nil {
+		kind = gvk.Kind
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s/%s: %w", kind, r.Config.ArgoNamespace, name, err)
+	}
+	if !isOwnedBy(obj, fvm) {
+		return nil, fmt.Errorf("%s %s exists and belongs to another owner (labels %s=%q, %s=%q): FleetVM leaves it alone",
+			kind, klog.KObj(obj), fleetv1alpha1.LabelFleetVMNamespace, obj.GetLabels()[fleetv1alpha1.LabelFleetVMNamespace],
+			fleetv1alpha1.LabelFleetVMName, obj.GetLabels()[fleetv1alpha1.LabelFleetVMName])
+	}
+	return obj, nil
+}
+
+// reportName is the name of a FleetVirtualMachine's VMReport in a cluster
+// namespace.
+func reportName(fvm *fleetv1alpha1.FleetVirtualMachine) string {
+	return fvm.Namespace + "." + fvm.Name
+}
