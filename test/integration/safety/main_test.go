@@ -1,0 +1,563 @@
+// Package safety is FleetVM's VM-safety suite: one test per way a running
+// VM could be lost, each counting the VM deletions seen on the clusters (0,
+// or exactly the one intended). Everything runs for real but Argo CD and
+// KubeVirt: a hub and three spokes on real API servers, the real OCM
+// placement scheduler, fleetvm-hub's reconcilers and admission webhooks,
+// one fleetvm-agent per spoke with the KubeVirt simulator (its VMs take
+// node capacity, so the agent's fit scores fall), and the delivery
+// stand-in for Argo CD (Argo CD's own ApplicationSet code; Helm's engine;
+// Argo CD's deletion rules, including leaving the VM when the destination
+// has no cluster secret). fleetvm-hub runs on a fake clock with a 5-minute
+// grace period: tests step it past every grace period.
+package safety
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	addonagent "open-cluster-management.io/addon-framework/pkg/agent"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/addon"
+	"github.com/fleetvm/fleetvm/pkg/agent"
+	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/appsetsim"
+	"github.com/fleetvm/fleetvm/test/deliverysim"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+const (
+	argoNS = "argocd"
+	// grace is fleetvm-hub's removal grace period, on the fake clock.
+	grace = 5 * time.Minute
+	// wait bounds every wait for the fleet to act.
+	wait = 60 * time.Second
+	// Each spoke has one node of 16 CPUs: a 12-CPU VM leaves room for no
+	// second one, so its cluster's fit score for its shape falls to 0.
+	nodeCPU, nodeMemory = "16", "64Gi"
+)
+
+var (
+	fleet  *fleetenv.Fleet
+	spokes = []string{"prod-a", "prod-b", "prod-c"}
+	// clock is fleetvm-hub's clock.
+	clock = clocktesting.NewFakeClock(time.Now())
+	// vms records every VM deleted on a spoke.
+	vms = &deletions{}
+	// agents runs and stops the spokes' agents.
+	agents = &agentSet{running: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
+	// argo renders ApplicationSets with Argo CD's code (for secrets).
+	argo *appsetsim.Sim
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(agenttest.Logger())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	webhooks, err := fleetenv.WebhookOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, HubWebhook: webhooks})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		cancel()
+		agents.wait()
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	fleet = f
+	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := startFleet(ctx, f); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startFleet joins the spokes and starts fleetvm-hub, the delivery
+// stand-in, the agents and the deletion recorders.
+func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
+	var err error
+	if argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS); err == nil {
+		err = argo.Setup(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	clusters := map[string]client.Client{}
+	for _, s := range f.Spokes {
+		labels := map[string]string{"env": "prod"}
+		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: labels}); err != nil {
+			return err
+		}
+		if err := argo.ClusterSecret(ctx, s.Name, labels); err != nil {
+			return err
+		}
+		if _, err := s.CreateNode(ctx, fleetenv.Node{Name: s.Name + "-node-1", CPU: nodeCPU, Memory: nodeMemory}); err != nil {
+			return err
+		}
+		if err := vms.record(ctx, s); err != nil {
+			return err
+		}
+		clusters[s.Name] = s.Client
+		agents.ctx = ctx
+		if err := agents.start(f, s.Name); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
+		Scheme:     hub.Scheme(),
+		Cache:      hub.CacheOptions(),
+		Client:     hub.ClientOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Logger:     agenttest.Logger(),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	cfg := fleetvirtualmachine.DefaultConfig()
+	cfg.ArgoNamespace = argoNS
+	cfg.GracePeriod = grace
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: clock}); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	go func() {
+		_ = deliverysim.Run(ctx, deliverysim.Options{
+			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: argoNS, ChartRoot: root,
+			Clusters: clusters, Logger: agenttest.Logger(),
+		})
+	}()
+	return nil
+}
+
+// agentSet runs one fleetvm-agent per spoke, each stoppable, all until ctx
+// ends.
+type agentSet struct {
+	mu      sync.Mutex
+	ctx     context.Context
+	running map[string]context.CancelFunc
+	wg      sync.WaitGroup
+	hubCfg  map[string]*rest.Config
+}
+
+// start runs the cluster's agent: the identity and RBAC the addon grants
+// it, the simulator, and a score valid for 20 s refreshed every 5 s (so a
+// stopped agent's score expires within the test).
+func (a *agentSet) start(f *fleetenv.Fleet, cluster string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ctx := a.ctx
+	hubCfg, ok := a.hubCfg[cluster]
+	if !ok {
+		var err error
+		if hubCfg, err = agentHubConfig(ctx, f, cluster); err != nil {
+			return err
+		}
+		a.hubCfg[cluster] = hubCfg
+	}
+	actx, cancel := context.WithCancel(ctx)
+	a.running[cluster] = cancel
+	spoke := f.Spoke(cluster)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		_ = agent.Run(actx, agent.Options{
+			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
+			Logger: agenttest.Logger(), SimulateKubeVirt: true,
+			CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
+		})
+	}()
+	return nil
+}
+
+// stop stops the cluster's agent (its simulator with it).
+func (a *agentSet) stop(cluster string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cancel := a.running[cluster]; cancel != nil {
+		cancel()
+		delete(a.running, cluster)
+	}
+}
+
+func (a *agentSet) wait() { a.wg.Wait() }
+
+// agentHubConfig grants a cluster's agent what the addon grants it and
+// returns the credentials of the identity its registration CSR asks for.
+func agentHubConfig(ctx context.Context, f *fleetenv.Fleet, cluster string) (*rest.Config, error) {
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.AddonName, Namespace: cluster}}
+	if err := f.Hub.Client.Create(ctx, mca); err != nil {
+		return nil, err
+	}
+	mc := &clusterv1.ManagedCluster{}
+	if err := f.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		return nil, err
+	}
+	if err := addon.PermissionConfig(kubernetes.NewForConfigOrDie(f.Hub.Config))(mc, mca); err != nil {
+		return nil, err
+	}
+	return f.Hub.AddUser(addon.AgentUser(cluster), addonagent.DefaultGroups(cluster, addon.AddonName)...)
+}
+
+// deletion is one VM deleted on a spoke.
+type deletion struct {
+	Cluster string
+	VM      types.NamespacedName
+}
+
+// deletions records every VirtualMachine a spoke deletes, from a watch on
+// the spoke: the moment it gets a deletion timestamp, or is gone.
+type deletions struct {
+	mu   sync.Mutex
+	seen map[types.UID]bool
+	all  []deletion
+}
+
+func (d *deletions) record(ctx context.Context, spoke *fleetenv.Cluster) error {
+	c, err := cache.New(spoke.Config, cache.Options{Scheme: fleet.Scheme})
+	if err != nil {
+		return err
+	}
+	inf, err := c.GetInformer(ctx, &kubevirtv1.VirtualMachine{})
+	if err != nil {
+		return err
+	}
+	add := func(o any) {
+		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = tomb.Obj
+		}
+		vm, ok := o.(*kubevirtv1.VirtualMachine)
+		if !ok {
+			return
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.seen == nil {
+			d.seen = map[types.UID]bool{}
+		}
+		if d.seen[vm.UID] {
+			return
+		}
+		d.seen[vm.UID] = true
+		d.all = append(d.all, deletion{Cluster: spoke.Name, VM: client.ObjectKeyFromObject(vm)})
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, cur any) {
+			if vm, ok := cur.(*kubevirtv1.VirtualMachine); ok && vm.DeletionTimestamp != nil {
+				add(vm)
+			}
+		},
+		DeleteFunc: add,
+	}); err != nil {
+		return err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return errors.New("the deletion recorder's cache did not sync")
+	}
+	return nil
+}
+
+// mark is a point in the record.
+func (d *deletions) mark() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.all)
+}
+
+// since returns the deletions after mark of VMs in namespace ns.
+func (d *deletions) since(mark int, ns string) []deletion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []deletion
+	for _, x := range d.all[mark:] {
+		if x.VM.Namespace == ns {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// testVM describes the inline template of a FleetVirtualMachine.
+type testVM struct {
+	cores  int
+	memory string
+	// name is the template's metadata.name (the VM's name); the
+	// FleetVirtualMachine's when empty.
+	name string
+}
+
+// newFVM returns a FleetVirtualMachine for env=prod; clusters 0 means
+// every cluster that qualifies.
+func newFVM(ns, name string, clusters int32, vm testVM) *fleetv1alpha1.FleetVirtualMachine {
+	meta := map[string]any{"labels": map[string]any{"app": name}}
+	if vm.name != "" {
+		meta["name"] = vm.name
+	}
+	raw, err := json.Marshal(map[string]any{
+		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta,
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"domain": map[string]any{
+				"cpu":       map[string]any{"cores": vm.cores},
+				"memory":    map[string]any{"guest": vm.memory},
+				"resources": map[string]any{"requests": map[string]any{"memory": vm.memory}},
+				"devices":   map[string]any{},
+			},
+		}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Template:       &runtime.RawExtension{Raw: raw},
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+		},
+	}
+	if clusters > 0 {
+		fvm.Spec.Placement.Clusters = ptr.To(clusters)
+	}
+	return fvm
+}
+
+// create creates the FleetVirtualMachine; when the test ends it is deleted
+// (its VMs with it), so tests do not share capacity.
+func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	if err := fleet.Hub.EnsureNamespace(t.Context(), fvm.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {
+		t.Fatalf("create FleetVirtualMachine %s: %v", client.ObjectKeyFromObject(fvm), err)
+	}
+	t.Cleanup(func() { remove(t, client.ObjectKeyFromObject(fvm)) })
+}
+
+// remove deletes a FleetVirtualMachine and waits until it and its VMs are
+// gone.
+func remove(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := fleet.Hub.Client.Delete(ctx, &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+		return
+	}
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		err := fleet.Hub.Client.Get(ctx, key, &fleetv1alpha1.FleetVirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			return false, client.IgnoreNotFound(err)
+		}
+		for _, s := range fleet.Spokes {
+			var list kubevirtv1.VirtualMachineList
+			if err := s.Client.List(ctx, &list, client.MatchingLabels{
+				fleetv1alpha1.LabelFleetVMNamespace: key.Namespace, fleetv1alpha1.LabelFleetVMName: key.Name,
+			}); err != nil {
+				return false, err
+			}
+			if len(list.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("FleetVirtualMachine %s and its VMs not gone: %v", key, err)
+	}
+}
+
+// waitFVM polls the FleetVirtualMachine until cond holds.
+func waitFVM(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
+			return false, err
+		}
+		return cond(fvm), nil
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(fvm.Status, "", "  ")
+		t.Fatalf("%s: %v\nstatus of %s: %s", what, err, key, b)
+	}
+	return fvm
+}
+
+// running tells whether the VM runs, ready, on exactly n placed clusters
+// and nothing else is listed.
+func running(n int) func(*fleetv1alpha1.FleetVirtualMachine) bool {
+	return func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		if f.Status.ObservedGeneration != f.Generation || len(f.Status.Clusters) != n {
+			return false
+		}
+		for _, c := range f.Status.Clusters {
+			if c.Phase != fleetv1alpha1.ClusterPhaseRunning || !c.Ready {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// clustersOf lists the clusters the status lists, with their phases.
+func clustersOf(f *fleetv1alpha1.FleetVirtualMachine) map[string]fleetv1alpha1.ClusterPhase {
+	out := map[string]fleetv1alpha1.ClusterPhase{}
+	for _, c := range f.Status.Clusters {
+		out[c.Cluster] = c.Phase
+	}
+	return out
+}
+
+// names lists the clusters the status lists, sorted.
+func names(f *fleetv1alpha1.FleetVirtualMachine) []string {
+	var out []string
+	for _, c := range f.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// passGrace steps fleetvm-hub's clock past the grace period n times,
+// letting the hub act after each step (settle).
+func passGrace(t *testing.T, n int, keys ...client.ObjectKey) {
+	t.Helper()
+	for range n {
+		clock.Step(grace + time.Second)
+		for _, k := range keys {
+			settle(t, k)
+		}
+	}
+}
+
+// settle makes the hub reconcile the FleetVirtualMachine at the clock's
+// current time and waits until it did: a harmless spec change (Argo CD's
+// selfHeal toggled) bumps the generation, and the status's
+// observedGeneration reaching it proves a whole reconcile ran after it.
+// The status is written before the hub acts (it records every removal
+// first), so what it shows then is what the hub decided.
+func settle(t *testing.T, key client.ObjectKey) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(fvm.DeepCopy())
+	fvm.Spec.Delivery.SelfHeal = ptr.To(fvm.Spec.Delivery.SelfHeal != nil && !*fvm.Spec.Delivery.SelfHeal)
+	if err := fleet.Hub.Client.Patch(t.Context(), fvm, patch); err != nil {
+		t.Fatal(err)
+	}
+	gen := fvm.Generation
+	return waitFVM(t, key, fmt.Sprintf("the hub reconciled generation %d", gen), func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return f.Status.ObservedGeneration >= gen
+	})
+}
+
+// setLabel sets (or, with value "", removes) a label of a ManagedCluster.
+func setLabel(t *testing.T, cluster, key, value string) {
+	t.Helper()
+	ctx := context.Background() // also from t.Cleanup
+	raw := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if value == "" {
+		raw = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, key)
+	}
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}
+	if err := fleet.Hub.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vmOn tells whether the VM exists, not being deleted, on the cluster.
+func vmOn(t *testing.T, cluster string, vm types.NamespacedName) bool {
+	t.Helper()
+	got := &kubevirtv1.VirtualMachine{}
+	err := fleet.Spoke(cluster).Client.Get(t.Context(), vm, got)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.DeletionTimestamp == nil
+}
+
+// applications lists a FleetVirtualMachine's Applications by cluster.
+func applications(t *testing.T, key client.ObjectKey) map[string]argov1alpha1.Application {
+	t.Helper()
+	var list argov1alpha1.ApplicationList
+	if err := fleet.Hub.Client.List(t.Context(), &list, client.InNamespace(argoNS), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: key.Name, fleetv1alpha1.LabelFleetVMNamespace: key.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]argov1alpha1.Application{}
+	for _, a := range list.Items {
+		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
+	}
+	return out
+}
+
+// expectDeletions fails unless exactly want VMs of namespace ns were
+// deleted on the spokes since mark.
+func expectDeletions(t *testing.T, mark int, ns string, want ...deletion) {
+	t.Helper()
+	got := vms.since(mark, ns)
+	if want == nil {
+		want = []deletion{}
+	}
+	if got == nil {
+		got = []deletion{}
+	}
+	if len(got) != len(want) || !slices.Equal(got, want) {
+		t.Errorf("VMs deleted on the clusters: %+v, want %+v", got, want)
+	}
+	t.Logf("VM deletions on the clusters: %d", len(got))
+}
