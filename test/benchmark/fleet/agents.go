@@ -76,6 +76,8 @@ type agents struct {
 	// reportWrites and scoreWrites count the stand-ins' writes.
 	reportWrites atomic.Int64
 	scoreWrites  atomic.Int64
+	// vmsDeleted counts the VMs deleted from the clusters.
+	vmsDeleted atomic.Int64
 }
 
 func newAgents(h *harness, hubClient client.Client) *agents {
@@ -249,6 +251,39 @@ func (a *agents) deliver(ctx context.Context, app *argov1alpha1.Application) err
 	ag.vms[key] = v
 	a.scores.AddAfter(cluster, agentcapacity.DefaultDebounce)
 	return a.writeReport(ctx, ag, key, v)
+}
+
+// undeliver is what Argo CD's deletion of an Application with its
+// resources finalizer does on the cluster: the VM is deleted (its pod
+// goes), and the agent deletes its report. It is counted.
+func (a *agents) undeliver(ctx context.Context, app *argov1alpha1.Application) error {
+	cluster := app.Labels[fleetv1alpha1.LabelCluster]
+	ag := a.byName[cluster]
+	if ag == nil {
+		return fmt.Errorf("application %s names an unknown cluster %q", app.Name, cluster)
+	}
+	key := types.NamespacedName{Namespace: app.Labels[fleetv1alpha1.LabelFleetVMNamespace], Name: app.Labels[fleetv1alpha1.LabelFleetVMName]}
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	v := ag.vms[key]
+	if v == nil {
+		return nil
+	}
+	if v.running {
+		if err := ag.stopVM(ctx, v); err != nil {
+			return err
+		}
+	}
+	if v.report != nil {
+		a.reportWrites.Add(1)
+		if err := client.IgnoreNotFound(a.h.gen.Delete(ctx, v.report)); err != nil {
+			return fmt.Errorf("delete VMReport %s/%s: %w", v.report.Namespace, v.report.Name, err)
+		}
+	}
+	delete(ag.vms, key)
+	a.vmsDeleted.Add(1)
+	a.scores.AddAfter(cluster, agentcapacity.DefaultDebounce)
+	return nil
 }
 
 // setRunning flips a delivered VM: Running ↔ Stopped, and writes its

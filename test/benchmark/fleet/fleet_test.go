@@ -33,6 +33,7 @@ func TestSmoke(t *testing.T) {
 		FleetVMs:       50,
 		HubBinary:      bin,
 		Rest:           5 * time.Second,
+		GracePeriod:    5 * time.Second,
 		StatusK:        []int{1, 10},
 		StatusSamples:  1,
 		DecisionRounds: 1,
@@ -62,6 +63,55 @@ func TestSmoke(t *testing.T) {
 	}
 	if got, _ := report.Value("creation: hub writes per FleetVM: applicationsets"); got < 1 {
 		t.Errorf("the API server counted %v ApplicationSet writes per FleetVM by the hub, want at least 1", got)
+	}
+}
+
+// TestChaosHubKilled kills fleetvm-hub (its own process) with SIGKILL five
+// times at random points while 100 FleetVirtualMachines converge on 50
+// clusters, whose capacity their own VMs use up. All converge, each has
+// exactly one Placement and one ApplicationSet, and in twice the grace
+// period after: no Application deleted, no VM deleted on a cluster, no
+// copy started elsewhere.
+func TestChaosHubKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server, the OCM scheduler and fleetvm-hub")
+	}
+	ctrllog.SetLogger(logr.Discard())
+	bin := buildHub(t)
+	hubLog := &lockedBuffer{}
+	log := &testLog{t: t}
+	defer log.close()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill points seed %d", seed)
+	report, err := fleet.Chaos(t.Context(), fleet.ChaosConfig{
+		Config: fleet.Config{
+			Clusters:    50,
+			FleetVMs:    100,
+			HubBinary:   bin,
+			GracePeriod: 15 * time.Second,
+			ArgoRefresh: -1,
+			Timeout:     5 * time.Minute,
+			Log:         log,
+			HubLog:      hubLog,
+		},
+		Kills: 5,
+		Seed:  seed,
+	})
+	if report != nil {
+		t.Logf("chaos: %+v", *report)
+	}
+	if err != nil {
+		t.Fatalf("chaos run: %v\nfleetvm-hub output (last 4 KiB):\n%s", err, hubLog.tail(4096))
+	}
+	if report.Kills != 5 || report.Converged != 100 {
+		t.Errorf("%d kills, %d of 100 converged; want 5 and 100", report.Kills, report.Converged)
+	}
+	if report.ApplicationsDeleted != 0 || report.VMsDeleted != 0 || report.Moved != 0 {
+		t.Errorf("the kills cost %d Applications deleted, %d VMs deleted on the clusters, %d FleetVMs with a copy started elsewhere; want 0, 0, 0",
+			report.ApplicationsDeleted, report.VMsDeleted, report.Moved)
+	}
+	if len(report.Duplicates) > 0 {
+		t.Errorf("FleetVMs without exactly one Placement and one ApplicationSet: %v", report.Duplicates)
 	}
 }
 
