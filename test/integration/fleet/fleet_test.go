@@ -280,6 +280,16 @@ func TestCapacityFillsUp(t *testing.T) {
 	if d := placedOn(got); !slices.Equal(d, []string{other}) {
 		t.Errorf("big-2 placed on %v, want [%s] (%s is full)", d, other, taken)
 	}
+	// Once the other cluster's agent scored big-2's pod, no cluster has
+	// room. (Created before that, a third would be placed on the stale
+	// score, and stay there: capacity never moves a VM.)
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		n, ok, err := fits(t, other, shape)
+		return ok && n == 0, err
+	})
+	if err != nil {
+		t.Fatalf("%s's agent never scored big-2: %v", other, err)
+	}
 
 	// A third finds no room anywhere, and says why.
 	third := newFVM("big-3", 1, big)

@@ -15,20 +15,13 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	addonagent "open-cluster-management.io/addon-framework/pkg/agent"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
@@ -128,7 +121,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 		if _, err := s.CreateNode(ctx, fleetenv.Node{Name: s.Name + "-node-1", CPU: nodeCPU, Memory: nodeMemory}); err != nil {
 			return nil, err
 		}
-		hubConfig, err := agentHubConfig(ctx, f, s.Name)
+		hubConfig, err := f.AgentHubConfig(ctx, s.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -167,23 +160,4 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 		})
 	})
 	return runners, nil
-}
-
-// agentHubConfig grants a cluster's agent what the addon grants it (the
-// Role of addon.AgentHubRules in its cluster namespace, bound to its own
-// group) and returns the credentials of the identity its registration CSR
-// asks for.
-func agentHubConfig(ctx context.Context, f *fleetenv.Fleet, cluster string) (*rest.Config, error) {
-	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.AddonName, Namespace: cluster}}
-	if err := f.Hub.Client.Create(ctx, mca); err != nil {
-		return nil, err
-	}
-	mc := &clusterv1.ManagedCluster{}
-	if err := f.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-		return nil, err
-	}
-	if err := addon.PermissionConfig(kubernetes.NewForConfigOrDie(f.Hub.Config))(mc, mca); err != nil {
-		return nil, err
-	}
-	return f.Hub.AddUser(addon.AgentUser(cluster), addonagent.DefaultGroups(cluster, addon.AddonName)...)
 }

@@ -141,7 +141,7 @@ fleetvm_metrics_list_errors_total{kind="FleetVirtualMachine"} 0
 	if err != nil {
 		t.Fatalf("scrapes never showed the fleet: %v\n%v", err, last)
 	}
-	if n, err := testutil.GatherAndCount(ctrlmetrics.Registry, "fleetvm_fleetvirtualmachine_clusters"); err != nil || n != 10 {
-		t.Errorf("fleetvm_fleetvirtualmachine_clusters: %d series (err %v), want one per phase (10)", n, err)
+	if n, err := testutil.GatherAndCount(ctrlmetrics.Registry, "fleetvm_fleetvirtualmachine_clusters"); err != nil || n != 11 {
+		t.Errorf("fleetvm_fleetvirtualmachine_clusters: %d series (err %v), want one per phase (11)", n, err)
 	}
 }

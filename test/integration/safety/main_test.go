@@ -27,14 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	addonagent "open-cluster-management.io/addon-framework/pkg/agent"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,7 +40,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
@@ -194,7 +190,7 @@ func (a *agentSet) start(f *fleetenv.Fleet, cluster string) error {
 	hubCfg, ok := a.hubCfg[cluster]
 	if !ok {
 		var err error
-		if hubCfg, err = agentHubConfig(ctx, f, cluster); err != nil {
+		if hubCfg, err = f.AgentHubConfig(ctx, cluster); err != nil {
 			return err
 		}
 		a.hubCfg[cluster] = hubCfg
@@ -225,23 +221,6 @@ func (a *agentSet) stop(cluster string) {
 }
 
 func (a *agentSet) wait() { a.wg.Wait() }
-
-// agentHubConfig grants a cluster's agent what the addon grants it and
-// returns the credentials of the identity its registration CSR asks for.
-func agentHubConfig(ctx context.Context, f *fleetenv.Fleet, cluster string) (*rest.Config, error) {
-	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addon.AddonName, Namespace: cluster}}
-	if err := f.Hub.Client.Create(ctx, mca); err != nil {
-		return nil, err
-	}
-	mc := &clusterv1.ManagedCluster{}
-	if err := f.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-		return nil, err
-	}
-	if err := addon.PermissionConfig(kubernetes.NewForConfigOrDie(f.Hub.Config))(mc, mca); err != nil {
-		return nil, err
-	}
-	return f.Hub.AddUser(addon.AgentUser(cluster), addonagent.DefaultGroups(cluster, addon.AddonName)...)
-}
 
 // deletion is one VM deleted on a spoke.
 type deletion struct {
