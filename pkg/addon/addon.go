@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"open-cluster-management.io/addon-framework/pkg/addonfactory"
 	"open-cluster-management.io/addon-framework/pkg/agent"
-	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
@@ -151,7 +150,7 @@ func imageValues(opts Options) addonfactory.GetValuesFunc {
 func RegistrationOption(hubKube kubernetes.Interface) *agent.RegistrationOption {
 	return &agent.RegistrationOption{
 		CSRConfigurations: agent.KubeClientSignerConfigurations(AddonName, AgentName),
-		CSRApproveCheck:   utils.DefaultCSRApprover(AgentName),
+		CSRApproveCheck:   CSRApprover(),
 		PermissionConfig:  PermissionConfig(hubKube),
 	}
 }
