@@ -33,12 +33,17 @@ type Reconciler struct {
 	Namespace string
 }
 
-// Reconcile rebuilds the report of one FleetVirtualMachine and writes it
-// if it differs from the hub's copy; deletes it when no VM is left.
+// Reconcile rebuilds the report of one FleetVirtualMachine (its VMs in its
+// own namespace) and writes it if it differs from the hub's copy; deletes
+// it when no VM is left.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ref := fleetv1alpha1.FleetVMReference{Namespace: req.Namespace, Name: req.Name}
+	// FleetVM delivers a FleetVirtualMachine's VM only into its own
+	// namespace: a VM elsewhere that carries its labels (anyone with
+	// rights in another namespace can set them) is not its VM, and its
+	// node and addresses are not reported as such.
 	var vms kubevirtv1.VirtualMachineList
-	if err := r.Spoke.List(ctx, &vms, client.MatchingLabels{
+	if err := r.Spoke.List(ctx, &vms, client.InNamespace(ref.Namespace), client.MatchingLabels{
 		fleetv1alpha1.LabelFleetVMNamespace: ref.Namespace, fleetv1alpha1.LabelFleetVMName: ref.Name,
 	}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list VirtualMachines of FleetVM %s/%s: %w", ref.Namespace, ref.Name, err)

@@ -90,8 +90,10 @@ func TestReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := east.EnsureNamespace(ctx, "apps"); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{"team", "apps"} {
+		if err := east.EnsureNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 	counter := &writeCounter{writes: map[string]int{}}
 	actx, cancel := context.WithCancel(context.Background())
@@ -129,7 +131,13 @@ func TestReports(t *testing.T) {
 		return r
 	}
 
-	vm := agenttest.VM("apps", "web-1", agenttest.FleetVM("team", "web"),
+	// Another namespace's VM that claims FleetVM team/web by its labels
+	// is not its VM: FleetVM delivers only into the FleetVM's namespace.
+	impostor := agenttest.VM("apps", "impostor", agenttest.FleetVM("team", "web"))
+	if err := east.Client.Create(ctx, impostor); err != nil {
+		t.Fatal(err)
+	}
+	vm := agenttest.VM("team", "web-1", agenttest.FleetVM("team", "web"),
 		agenttest.DataVolumeTemplate("web-1-root", agenttest.DataSourceRef("os-images", "rhel9")))
 	if err := east.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
@@ -154,7 +162,7 @@ func TestReports(t *testing.T) {
 
 	// The VM runs: node and IP come from its instance.
 	vmi := &kubevirtv1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-1"},
 		Spec:       *vm.Spec.Template.Spec.DeepCopy(),
 	}
 	if err := east.Client.Create(ctx, vmi); err != nil {
@@ -174,7 +182,7 @@ func TestReports(t *testing.T) {
 		return len(r.Spec.VMs) == 1 && r.Spec.VMs[0].Ready && r.Spec.VMs[0].Node == "node-a"
 	})
 	want := fleetv1alpha1.VMState{
-		Namespace: "apps", Name: "web-1", PrintableStatus: "Running", Ready: true, RunStrategy: "Always",
+		Namespace: "team", Name: "web-1", PrintableStatus: "Running", Ready: true, RunStrategy: "Always",
 		Conditions: "Ready=True", Node: "node-a", IPAddresses: []string{"10.128.3.4"},
 		Generation: vm.Generation, DiskImages: []string{"datasource:os-images/rhel9"},
 	}
@@ -190,7 +198,7 @@ func TestReports(t *testing.T) {
 	if err := east.Client.Update(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	if err := east.Client.Create(ctx, agenttest.VM("apps", "marker", agenttest.FleetVM("team", "marker"))); err != nil {
+	if err := east.Client.Create(ctx, agenttest.VM("team", "marker", agenttest.FleetVM("team", "marker"))); err != nil {
 		t.Fatal(err)
 	}
 	waitReport("team.marker", func(*fleetv1alpha1.VMReport) bool { return true })
@@ -201,7 +209,7 @@ func TestReports(t *testing.T) {
 		t.Error("the write counter saw no writes: it counts nothing")
 	}
 
-	// The last VM goes: the report goes.
+	// The last VM goes: the report goes (the impostor is still there).
 	if err := east.Client.Delete(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
