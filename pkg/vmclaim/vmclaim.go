@@ -23,7 +23,9 @@ import (
 const IndexVM = "fleetvm.io/vm"
 
 // Identity is the name and namespace of the VM on every cluster: the
-// template's metadata when set, else the FleetVirtualMachine's own.
+// template's name when set, else the FleetVirtualMachine's; always the
+// FleetVirtualMachine's namespace (a FleetVirtualMachine delivers only into
+// its own namespace; admission refuses a template that names another).
 func Identity(fvm *fleetv1alpha1.FleetVirtualMachine) types.NamespacedName {
 	id := types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}
 	if fvm.Spec.Template == nil {
@@ -31,17 +33,11 @@ func Identity(fvm *fleetv1alpha1.FleetVirtualMachine) types.NamespacedName {
 	}
 	var t struct {
 		Metadata struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
+			Name string `json:"name"`
 		} `json:"metadata"`
 	}
-	if json.Unmarshal(fvm.Spec.Template.Raw, &t) == nil {
-		if t.Metadata.Name != "" {
-			id.Name = t.Metadata.Name
-		}
-		if t.Metadata.Namespace != "" {
-			id.Namespace = t.Metadata.Namespace
-		}
+	if json.Unmarshal(fvm.Spec.Template.Raw, &t) == nil && t.Metadata.Name != "" {
+		id.Name = t.Metadata.Name
 	}
 	return id
 }

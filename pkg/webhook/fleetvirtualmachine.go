@@ -126,6 +126,11 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 				errs = append(errs, field.Forbidden(tmplPath.Child("status"), "status is reported by the clusters, not set in the template"))
 			}
 		}
+		if vm != nil && vm.Namespace != "" && vm.Namespace != fvm.Namespace {
+			errs = append(errs, field.Forbidden(tmplPath.Child("metadata", "namespace"), fmt.Sprintf(
+				"a FleetVirtualMachine delivers its VM only into its own namespace (%s): leave metadata.namespace out, or set it to %s",
+				fvm.Namespace, fvm.Namespace)))
+		}
 		if old != nil && old.Spec.Template != nil && vm != nil {
 			if oldVM, _ := vmtemplate.Decode(old.Spec.Template.Raw, tmplPath); oldVM != nil && oldVM.Namespace != vm.Namespace {
 				errs = append(errs, field.Invalid(tmplPath.Child("metadata", "namespace"), vm.Namespace,

@@ -60,9 +60,10 @@ type FleetVirtualMachineSpec struct {
 	// template is the KubeVirt VirtualMachine (apiVersion kubevirt.io/v1,
 	// kind VirtualMachine, metadata, spec) delivered to every selected
 	// cluster. It is decoded strictly into the kubevirt.io/api types at
-	// admission. metadata.name defaults to the FleetVirtualMachine's name and
-	// metadata.namespace to its namespace; both are immutable (the webhook
-	// checks the namespace, CEL the name).
+	// admission. metadata.name defaults to the FleetVirtualMachine's name
+	// and is immutable. The VM always lands in the FleetVirtualMachine's own
+	// namespace: metadata.namespace may be left out or set to it, nothing
+	// else.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:EmbeddedResource

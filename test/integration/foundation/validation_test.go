@@ -64,11 +64,13 @@ func create(t *testing.T, manifest string) error {
 
 // TestSeedVMsAccepted: the three VMs of seed 000 (RHEL9 with cloud-init,
 // Windows 10 and Server 2019 with bridged NICs and a data disk) are accepted
-// unchanged as templates by the real API server and the webhook.
+// unchanged as templates by the real API server and the webhook, in a
+// FleetVirtualMachine of their own namespace ("default": a FleetVM
+// delivers only into its namespace).
 func TestSeedVMsAccepted(t *testing.T) {
 	for _, name := range []string{"rhel9", "windows10", "server2019"} {
 		t.Run(name, func(t *testing.T) {
-			ns := "seeds"
+			ns := "default"
 			if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
 				t.Fatal(err)
 			}
@@ -193,6 +195,10 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			manifest: fvm("longvmname", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: "+strings.Repeat("v", 64)+"}", 1)),
 			want:     []string{"spec.template.metadata.name", "63"},
 		},
+		"VM in another namespace": {
+			manifest: fvm("elsewhere", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {namespace: kube-system}", 1)),
+			want:     []string{"spec.template.metadata.namespace", "only into its own namespace (invalid)"},
+		},
 		"VM namespace not a namespace name": {
 			manifest: fvm("badvmns", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {namespace: Team.A}", 1)),
 			want:     []string{"spec.template.metadata.namespace", "RFC 1123 label"},
@@ -283,7 +289,7 @@ func TestImmutableFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "apiVersion: fleetvm.io/v1alpha1\nkind: FleetVirtualMachine\nmetadata:\n  name: vm\n  namespace: " + ns +
-		"\nspec:\n  placement: {}\n  template:" + strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: web, namespace: apps}", 1)
+		"\nspec:\n  placement: {}\n  template:" + strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: web, namespace: immutable}", 1)
 	if err := create(t, base); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +306,7 @@ func TestImmutableFields(t *testing.T) {
 		},
 		"move the VM": {
 			mutate: func(f *fleetv1alpha1.FleetVirtualMachine) {
-				f.Spec.Template.Raw = []byte(strings.Replace(string(f.Spec.Template.Raw), `"namespace":"apps"`, `"namespace":"apps2"`, 1))
+				f.Spec.Template.Raw = []byte(strings.Replace(string(f.Spec.Template.Raw), `"namespace":"immutable"`, `"namespace":"apps2"`, 1))
 			},
 			want: []string{"spec.template.metadata.namespace", "immutable"},
 		},

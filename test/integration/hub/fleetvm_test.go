@@ -125,7 +125,7 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 func TestApplicationsRenderedByArgoCD(t *testing.T) {
 	rhel := newFVM("render", "rhel9", 4, "16Gi")
 	// A cloud-init with template syntax must reach the cluster unchanged.
-	rhel.Spec.Template = rawExt(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"example-rhel9","namespace":"vms"},
+	rhel.Spec.Template = rawExt(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"example-rhel9","namespace":"render"},
 "spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{"disks":[{"name":"cloudinitdisk","disk":{"bus":"virtio"}}]}},
 "volumes":[{"name":"cloudinitdisk","cloudInitNoCloud":{"userData":"#cloud-config\npassword: {{ $.Values.rhelRootPassword }}"}}]}}}}`)
 	rhel.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
@@ -141,7 +141,7 @@ func TestApplicationsRenderedByArgoCD(t *testing.T) {
 		if !ok {
 			t.Fatalf("no Application for %s", cluster)
 		}
-		if app.Spec.Destination.Name != cluster || app.Spec.Destination.Namespace != "vms" {
+		if app.Spec.Destination.Name != cluster || app.Spec.Destination.Namespace != "render" {
 			t.Errorf("%s destination = %+v", cluster, app.Spec.Destination)
 		}
 		src := app.Spec.Source
