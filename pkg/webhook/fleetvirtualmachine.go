@@ -7,12 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -59,13 +62,74 @@ func (v *FleetVirtualMachineValidator) ValidateCreate(ctx context.Context, obj r
 	if err != nil {
 		return warnings, err
 	}
-	return warnings, v.checkClaim(ctx, obj.(*fleetv1alpha1.FleetVirtualMachine))
+	fvm := obj.(*fleetv1alpha1.FleetVirtualMachine)
+	if err := v.checkClusterSets(ctx, nil, fvm); err != nil {
+		return warnings, err
+	}
+	return warnings, v.checkClaim(ctx, fvm)
 }
 
 // ValidateUpdate implements admission.CustomValidator.
-func (v *FleetVirtualMachineValidator) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+func (v *FleetVirtualMachineValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
 	// The VM's name and namespace are immutable, so its claim is too.
-	return v.validate(oldObj, newObj)
+	warnings, err := v.validate(oldObj, newObj)
+	if err != nil {
+		return warnings, err
+	}
+	old, _ := oldObj.(*fleetv1alpha1.FleetVirtualMachine)
+	fvm := newObj.(*fleetv1alpha1.FleetVirtualMachine)
+	if fvm.DeletionTimestamp != nil {
+		return warnings, nil
+	}
+	return warnings, v.checkClusterSets(ctx, old, fvm)
+}
+
+// checkClusterSets refuses cluster sets the FleetVirtualMachine's
+// namespace may not use: OCM lets a namespace use a ManagedClusterSet only
+// through a ManagedClusterSetBinding in that namespace (whose creation
+// needs managedclustersets/bind on the set), and FleetVM uses no more. On
+// an update only sets the change adds are checked: a binding removed later
+// takes its clusters away (after the grace period), it does not block the
+// object.
+func (v *FleetVirtualMachineValidator) checkClusterSets(ctx context.Context, old, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	if v.Reader == nil {
+		return nil
+	}
+	var had []string
+	if old != nil {
+		had = setsOf(old)
+	}
+	var errs field.ErrorList
+	for i, set := range setsOf(fvm) {
+		if slices.Contains(had, set) {
+			continue
+		}
+		err := v.Reader.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: set}, &clusterv1beta2.ManagedClusterSetBinding{})
+		switch {
+		case apierrors.IsNotFound(err):
+			p, which := field.NewPath("spec", "placement", "clusterSets").Index(i), ""
+			if len(fvm.Spec.Placement.ClusterSets) == 0 {
+				p, which = field.NewPath("spec", "placement", "clusterSets"), " (none listed means the default set)"
+			}
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"cluster set %q%s is not bound to namespace %s: a ManagedClusterSetBinding named %s in %s, made by someone allowed to bind the set, lets the namespace use it",
+				set, which, fvm.Namespace, set, fvm.Namespace)))
+		case err != nil:
+			return apierrors.NewInternalError(err)
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name, errs)
+	}
+	return nil
+}
+
+// setsOf are the cluster sets a FleetVirtualMachine selects from.
+func setsOf(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	if len(fvm.Spec.Placement.ClusterSets) == 0 {
+		return []string{"default"}
+	}
+	return fvm.Spec.Placement.ClusterSets
 }
 
 // checkClaim refuses a second FleetVirtualMachine for a VM (name and

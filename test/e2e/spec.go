@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -160,7 +161,7 @@ func newTestFVM(in LifecycleInput, name string, policy fleetv1alpha1.DeletionPol
 func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 	t.Helper()
 	ctx := t.Context()
-	if err := in.Hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := tenantNamespace(ctx, in.Hub, in.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if err := in.Hub.Create(ctx, fvm); err != nil {
@@ -403,7 +404,7 @@ func ExamplesSpec(t *testing.T, in ExamplesInput) []*fleetv1alpha1.FleetVirtualM
 	t.Helper()
 	ctx := t.Context()
 	for _, fvm := range in.Examples {
-		if err := in.Hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fvm.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := tenantNamespace(ctx, in.Hub, fvm.Namespace); err != nil {
 			t.Fatal(err)
 		}
 		if err := in.Hub.Create(ctx, fvm.DeepCopy()); err != nil {
@@ -429,4 +430,21 @@ func ExamplesSpec(t *testing.T, in ExamplesInput) []*fleetv1alpha1.FleetVirtualM
 		}))
 	}
 	return out
+}
+
+// tenantNamespace prepares a namespace for FleetVirtualMachines as a hub
+// operator does for a team: the namespace, and a ManagedClusterSetBinding
+// of the default cluster set in it, so its FleetVMs may use that set.
+func tenantNamespace(ctx context.Context, hub client.Client, ns string) error {
+	if err := hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	b := &clusterv1beta2.ManagedClusterSetBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns},
+		Spec:       clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "default"},
+	}
+	if err := hub.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bind cluster set default to namespace %s: %w", ns, err)
+	}
+	return nil
 }

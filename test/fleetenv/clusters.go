@@ -114,6 +114,22 @@ func EnsureClusterSet(ctx context.Context, c client.Client, name string) error {
 	return nil
 }
 
+// Tenant prepares a namespace of FleetVirtualMachines on the hub as an
+// operator does for a team: the namespace, and a ManagedClusterSetBinding
+// for each cluster set ("default" when none is given), so FleetVMs there
+// may use them.
+func (c *Cluster) Tenant(ctx context.Context, namespace string, sets ...string) error {
+	if len(sets) == 0 {
+		sets = []string{"default"}
+	}
+	for _, set := range sets {
+		if err := BindClusterSet(ctx, c.Client, set, namespace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // BindClusterSet binds a ManagedClusterSet to a namespace, so Placements
 // there can select its clusters, and marks the binding Bound as the OCM
 // registration controller would.

@@ -109,10 +109,12 @@ func LoadExamples(dir string) ([]*fleetv1alpha1.FleetVirtualMachine, error) {
 	return out, nil
 }
 
-// Apply creates the FleetVirtualMachines on the hub, and their namespaces.
+// Apply creates the FleetVirtualMachines on the hub, and their namespaces
+// with the default cluster set bound to them, as an operator does for a
+// team.
 func (f *Fleet) Apply(ctx context.Context, fvms []*fleetv1alpha1.FleetVirtualMachine) error {
 	for _, fvm := range fvms {
-		if err := f.Hub.EnsureNamespace(ctx, fvm.Namespace); err != nil {
+		if err := f.Hub.Tenant(ctx, fvm.Namespace); err != nil {
 			return err
 		}
 		if err := f.Hub.Client.Create(ctx, fvm.DeepCopy()); err != nil {

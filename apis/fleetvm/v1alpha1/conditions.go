@@ -50,6 +50,12 @@ const (
 	// ReasonConflict: another FleetVirtualMachine delivers the same VM
 	// (name and namespace); this one delivers nothing.
 	ReasonConflict = "Conflict"
+	// ReasonClusterSetsNotBound: no cluster set the FleetVirtualMachine
+	// lists is bound to its namespace.
+	ReasonClusterSetsNotBound = "ClusterSetsNotBound"
+	// ReasonForbidden: the spec asks for something its namespace may not
+	// use.
+	ReasonForbidden = "Forbidden"
 	// ReasonDeleting: the FleetVirtualMachine is being deleted.
 	ReasonDeleting        = "Deleting"
 	ReasonWaitingForImage = "WaitingForImage"

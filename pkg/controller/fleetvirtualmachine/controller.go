@@ -132,28 +132,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace, Name: ChildName(req.NamespacedName)},
 	}
 
-	// The cluster sets are bound, and imported into Argo CD.
-	if err := r.ensureBindings(ctx, fvm); err != nil {
-		in.PlacementErr = err
-	}
-	if err := r.ensureSharedGitOps(ctx, fvm); err != nil {
-		in.PlacementErr = errors.Join(in.PlacementErr, err)
-	}
-
 	// 1. Read.
 	obs, err := r.observe(ctx, fvm)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	in.UnboundSets = obs.Unbound
+	if len(obs.Allowed) == 0 {
+		// No set this namespace may use: nothing new is placed.
+		obs.Scheduled = false
+	}
+	// The cluster sets the namespace may use are mirrored into the Argo CD
+	// namespace, and imported into Argo CD.
+	if err := r.ensureBindings(ctx, fvm, obs.Allowed); err != nil {
+		in.PlacementErr = err
+	}
+	if err := r.ensureSharedGitOps(ctx, obs.Allowed); err != nil {
+		in.PlacementErr = errors.Join(in.PlacementErr, err)
 	}
 	// 2. Decide.
 	outcome := decidePlacement(r.placementInput(fvm, obs, now))
 	// 3. The Placement.
 	if obs.PlacementErr != nil {
 		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
-	} else {
+	} else if len(obs.Allowed) > 0 {
 		sticky, hasSticky := currentSticky(obs.Placement)
 		sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
-		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, sticky); err != nil {
+		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, obs.Allowed, sticky); err != nil {
 			in.PlacementErr = errors.Join(in.PlacementErr, err)
 		} else if written {
 			// Its decision answers the old spec until rescheduled.
@@ -449,6 +454,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
+		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -474,6 +480,22 @@ func (r *Reconciler) fleetVMsOfSet(ctx context.Context, obj client.Object) []rec
 	var list fleetv1alpha1.FleetVirtualMachineList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set", "clusterSet", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// fleetVMsOfBinding maps a ManagedClusterSetBinding to the
+// FleetVirtualMachines of its namespace that select from its set: a
+// binding made or removed changes which clusters they may use.
+func (r *Reconciler) fleetVMsOfBinding(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set binding", "binding", klog.KObj(obj))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

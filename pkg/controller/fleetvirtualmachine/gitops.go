@@ -56,9 +56,9 @@ var gitOpsClusterGVK = schema.GroupVersionKind{Group: "apps.open-cluster-managem
 // has, in the Argo CD namespace, one Placement selecting all its clusters and
 // one GitOpsCluster importing them into Argo CD, so Argo CD holds one cluster
 // secret per cluster however many FleetVirtualMachines there are.
-func (r *Reconciler) ensureSharedGitOps(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+func (r *Reconciler) ensureSharedGitOps(ctx context.Context, sets []string) error {
 	var errs []error
-	for _, set := range clusterSets(fvm) {
+	for _, set := range sets {
 		if err := r.ensureShared(ctx, set); err != nil {
 			errs = append(errs, err)
 		}

@@ -43,9 +43,10 @@ type clusterFacts struct {
 
 // intentFor tells whether the FleetVirtualMachine's intent includes a
 // cluster: the ManagedCluster exists, belongs to one of the cluster sets
-// (by each set's own selector, as OCM evaluates it; sets maps the names
-// spec.placement.clusterSets resolves to, nil for a set that does not
-// exist), and its labels match the environment and the selector. Capacity,
+// (by each set's own selector, as OCM evaluates it; sets maps the sets of
+// spec.placement.clusterSets bound to the FleetVirtualMachine's namespace,
+// nil for a set that does not exist), and its labels match the
+// environment and the selector. Capacity,
 // scores, taints and availability are not intent: they never exclude a
 // cluster the VM runs on.
 func intentFor(spec fleetv1alpha1.FleetPlacement, envLabel string, facts clusterFacts, sets map[string]*clusterv1beta2.ManagedClusterSet) clusterIntent {
@@ -71,7 +72,10 @@ func intentFor(spec fleetv1alpha1.FleetPlacement, envLabel string, facts cluster
 			member = true
 		}
 	}
-	if !member {
+	switch {
+	case len(sets) == 0:
+		return clusterIntent{Kind: intentExcluded, Reason: "no cluster set of spec.placement.clusterSets is bound to the FleetVirtualMachine's namespace"}
+	case !member:
 		return clusterIntent{Kind: intentExcluded, Reason: fmt.Sprintf("the cluster is not in cluster set %s", strings.Join(sortedCopy(names), " or "))}
 	}
 	if want := spec.Environment; want != "" {

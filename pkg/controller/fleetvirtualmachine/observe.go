@@ -39,8 +39,11 @@ type observation struct {
 	// Facts of every cluster in the status, the Applications and the
 	// decision.
 	Facts map[string]clusterFacts
-	// Sets are spec.placement.clusterSets, nil for one that does not exist.
-	Sets map[string]*clusterv1beta2.ManagedClusterSet
+	// Allowed are the sets of spec.placement.clusterSets bound to the
+	// FleetVM's namespace, Unbound the others. Sets maps the allowed ones,
+	// nil for one that does not exist.
+	Allowed, Unbound []string
+	Sets             map[string]*clusterv1beta2.ManagedClusterSet
 	// SetsErr is set when a cluster set could not be read.
 	SetsErr error
 	// Reports are the agents' reports of the VM by cluster.
@@ -77,8 +80,20 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 		}
 	}
 
+	// A namespace may use a cluster set only through a
+	// ManagedClusterSetBinding in that namespace (OCM's rule): sets the
+	// FleetVM lists but its namespace has no binding for are not used.
 	obs.Sets = map[string]*clusterv1beta2.ManagedClusterSet{}
 	for _, name := range clusterSets(fvm) {
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: name}, &clusterv1beta2.ManagedClusterSetBinding{}); {
+		case apierrors.IsNotFound(err):
+			obs.Unbound = append(obs.Unbound, name)
+			continue
+		case err != nil:
+			obs.SetsErr = errors.Join(obs.SetsErr, fmt.Errorf("get ManagedClusterSetBinding %s/%s: %w", fvm.Namespace, name, err))
+			continue
+		}
+		obs.Allowed = append(obs.Allowed, name)
 		set := &clusterv1beta2.ManagedClusterSet{}
 		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, set); {
 		case apierrors.IsNotFound(err):

@@ -35,10 +35,7 @@ const (
 
 // clusterSets returns the cluster sets a FleetVirtualMachine selects from.
 func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
-	if len(fvm.Spec.Placement.ClusterSets) == 0 {
-		return []string{defaultClusterSet}
-	}
-	return fvm.Spec.Placement.ClusterSets
+	return setsOf(fvm.Spec)
 }
 
 // vmShape returns the CPU and memory of the VM an inline template asks for,
@@ -66,9 +63,12 @@ func fitExpression(shape capacity.Shape, sticky []string) string {
 	return fmt.Sprintf("managedCluster.metadata.name in [%s] || %s", strings.Join(quoted, ", "), fit)
 }
 
-// desiredPlacement builds the OCM Placement of a FleetVirtualMachine. sticky
-// are the clusters the fit predicate admits whatever their score.
-func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sticky []string) *clusterv1beta1.Placement {
+// desiredPlacement builds the OCM Placement of a FleetVirtualMachine. sets
+// are the cluster sets bound to its namespace (never empty: an empty list
+// would mean every set bound to the Argo CD namespace, other tenants'
+// included); sticky are the clusters the fit predicate admits whatever
+// their score.
+func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets, sticky []string) *clusterv1beta1.Placement {
 	spec := fvm.Spec.Placement
 	predicate := clusterv1beta1.ClusterPredicate{
 		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(spec, r.Config.EnvironmentLabel)},
@@ -88,7 +88,7 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, st
 			Annotations: annotations,
 		},
 		Spec: clusterv1beta1.PlacementSpec{
-			ClusterSets:       clusterSets(fvm),
+			ClusterSets:       sets,
 			NumberOfClusters:  spec.Clusters,
 			Predicates:        []clusterv1beta1.ClusterPredicate{predicate},
 			Tolerations:       spec.Tolerations,
@@ -178,8 +178,8 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 // or the sticky list changed. got is the Placement as read (nil: none; it
 // is not modified). It returns the Placement as the API server holds it
 // and whether it was written.
-func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sticky []string) (*clusterv1beta1.Placement, bool, error) {
-	want := r.desiredPlacement(fvm, sticky)
+func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sets, sticky []string) (*clusterv1beta1.Placement, bool, error) {
+	want := r.desiredPlacement(fvm, sets, sticky)
 	if got == nil {
 		if err := r.Client.Create(ctx, want); err != nil {
 			return nil, false, fmt.Errorf("create Placement %s: %w", klog.KObj(want), err)
@@ -204,11 +204,13 @@ func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.
 	return updated, true, nil
 }
 
-// ensureBindings binds every cluster set the FleetVirtualMachine uses to the
-// Argo CD namespace. A binding that exists is left alone, whoever made it.
-func (r *Reconciler) ensureBindings(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+// ensureBindings mirrors into the Argo CD namespace the bindings of the
+// cluster sets the FleetVirtualMachine uses that are bound to its own
+// namespace: never more than that namespace may use. A binding that
+// exists is left alone, whoever made it.
+func (r *Reconciler) ensureBindings(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, sets []string) error {
 	var errs []error
-	for _, set := range clusterSets(fvm) {
+	for _, set := range sets {
 		b := &clusterv1beta2.ManagedClusterSetBinding{}
 		key := types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: set}
 		err := r.Client.Get(ctx, key, b)

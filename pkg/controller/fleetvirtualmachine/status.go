@@ -56,6 +56,9 @@ type statusInputs struct {
 	Apps         map[string]appState
 	Clusters     map[string]clusterInfo
 	Reports      map[string]*fleetv1alpha1.VMState
+	// UnboundSets are the cluster sets of spec.placement.clusterSets not
+	// bound to the FleetVirtualMachine's namespace: not used.
+	UnboundSets []string
 	// Conflict names the FleetVirtualMachine that delivers the same VM
 	// ("namespace/name"); this one then delivers nothing.
 	Conflict string
@@ -354,6 +357,9 @@ func placedCondition(in statusInputs) metav1.Condition {
 	switch {
 	case in.Conflict != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
+	case len(in.UnboundSets) > 0 && len(in.UnboundSets) == len(setsOf(in.Spec)):
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonClusterSetsNotBound
+		c.Message = unboundMessage(in.UnboundSets)
 	case in.PlacementErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, in.PlacementErr.Error()
 	case len(placed) == 0 && !in.PlacementScheduled:
@@ -379,7 +385,25 @@ func placedCondition(in statusInputs) metav1.Condition {
 			c.Message += "; leaving " + listNames(leaving)
 		}
 	}
+	if len(in.UnboundSets) > 0 && c.Reason != fleetv1alpha1.ReasonClusterSetsNotBound {
+		c.Message += "; not used: " + unboundMessage(in.UnboundSets)
+	}
 	return c
+}
+
+// setsOf are the cluster sets a spec selects from ("default" when none).
+func setsOf(spec fleetv1alpha1.FleetVirtualMachineSpec) []string {
+	if len(spec.Placement.ClusterSets) == 0 {
+		return []string{defaultClusterSet}
+	}
+	return spec.Placement.ClusterSets
+}
+
+// unboundMessage says which cluster sets the namespace may not use, and
+// what would let it.
+func unboundMessage(sets []string) string {
+	return fmt.Sprintf("cluster set %s is not bound to this namespace: a ManagedClusterSetBinding of that name here, made by someone allowed to bind the set, lets the namespace use it",
+		strings.Join(sets, ", "))
 }
 
 func deliveredCondition(in statusInputs) metav1.Condition {

@@ -110,12 +110,15 @@ func start() (*env, error) {
 		_ = f.Stop()
 		return nil, fmt.Errorf("cache did not sync")
 	}
-	for _, ns := range []string{argoNS, fvmNS} {
-		if err := f.Hub.EnsureNamespace(ctx, ns); err != nil {
-			cancel()
-			_ = f.Stop()
-			return nil, err
-		}
+	if err := f.Hub.EnsureNamespace(ctx, argoNS); err != nil {
+		cancel()
+		_ = f.Stop()
+		return nil, err
+	}
+	if err := f.Hub.Tenant(ctx, fvmNS); err != nil {
+		cancel()
+		_ = f.Stop()
+		return nil, err
 	}
 	return &env{fleet: f, cache: mgr.GetClient(), direct: f.Hub.Client, stop: func() {
 		cancel()

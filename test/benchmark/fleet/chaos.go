@@ -108,9 +108,6 @@ func (h *harness) chaos(ctx context.Context, cfg ChaosConfig, rep *ChaosReport) 
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	if err := h.fleet.Hub.EnsureNamespace(ctx, chaosNS); err != nil {
-		return err
-	}
 
 	m := cfg.FleetVMs
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))

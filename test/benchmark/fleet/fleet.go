@@ -257,8 +257,13 @@ func (h *harness) startFleet(ctx context.Context) error {
 	if h.kube, err = kubernetes.NewForConfig(f.Hub.Config); err != nil {
 		return err
 	}
-	for _, ns := range []string{argoNS, burstNS, seedNS} {
-		if err := f.Hub.EnsureNamespace(ctx, ns); err != nil {
+	if err := f.Hub.EnsureNamespace(ctx, argoNS); err != nil {
+		return err
+	}
+	// The FleetVMs' namespaces may use the default cluster set, as an
+	// operator grants a team.
+	for _, ns := range []string{burstNS, seedNS, chaosNS} {
+		if err := f.Hub.Tenant(ctx, ns); err != nil {
 			return err
 		}
 	}

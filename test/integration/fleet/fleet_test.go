@@ -67,7 +67,7 @@ func newFVM(name string, clusters int32, vm vmSpec) *fleetv1alpha1.FleetVirtualM
 // it and waits until its VMs are gone from the spokes.
 func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
-	if err := fleet.Hub.EnsureNamespace(t.Context(), fvm.Namespace); err != nil {
+	if err := fleet.Hub.Tenant(t.Context(), fvm.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {

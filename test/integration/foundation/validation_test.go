@@ -71,7 +71,7 @@ func TestSeedVMsAccepted(t *testing.T) {
 	for _, name := range []string{"rhel9", "windows10", "server2019"} {
 		t.Run(name, func(t *testing.T) {
 			ns := "default"
-			if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+			if err := fleet(t).Hub.Tenant(t.Context(), ns); err != nil {
 				t.Fatal(err)
 			}
 			manifest := `
@@ -115,7 +115,7 @@ spec:
 // message naming the offending field and the reason.
 func TestInvalidObjectsRejected(t *testing.T) {
 	const ns = "invalid"
-	if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+	if err := fleet(t).Hub.Tenant(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	fvm := func(name, spec string) string {
@@ -195,6 +195,10 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			manifest: fvm("longvmname", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {name: "+strings.Repeat("v", 64)+"}", 1)),
 			want:     []string{"spec.template.metadata.name", "63"},
 		},
+		"cluster set not bound to the namespace": {
+			manifest: fvm("unbound", "  placement: {clusterSets: [default, restricted]}\n  template:"+minimalVM),
+			want:     []string{"spec.placement.clusterSets[1]", `cluster set "restricted" is not bound to namespace invalid`, "ManagedClusterSetBinding"},
+		},
 		"VM in another namespace": {
 			manifest: fvm("elsewhere", "  placement: {}\n  template:"+strings.Replace(minimalVM, "kind: VirtualMachine", "kind: VirtualMachine\n    metadata: {namespace: kube-system}", 1)),
 			want:     []string{"spec.template.metadata.namespace", "only into its own namespace (invalid)"},
@@ -272,7 +276,7 @@ func TestExamplesApplyAsIs(t *testing.T) {
 			if err := yaml.Unmarshal(b, &obj.Object); err != nil {
 				t.Fatal(err)
 			}
-			if err := fleet(t).Hub.EnsureNamespace(t.Context(), obj.GetNamespace()); err != nil {
+			if err := fleet(t).Hub.Tenant(t.Context(), obj.GetNamespace()); err != nil {
 				t.Fatal(err)
 			}
 			if err := fleet(t).Hub.Client.Create(t.Context(), obj, client.DryRunAll); err != nil {
@@ -285,7 +289,7 @@ func TestExamplesApplyAsIs(t *testing.T) {
 // TestImmutableFields: changes that would strand running VMs are refused.
 func TestImmutableFields(t *testing.T) {
 	const ns = "immutable"
-	if err := fleet(t).Hub.EnsureNamespace(t.Context(), ns); err != nil {
+	if err := fleet(t).Hub.Tenant(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	base := "apiVersion: fleetvm.io/v1alpha1\nkind: FleetVirtualMachine\nmetadata:\n  name: vm\n  namespace: " + ns +

@@ -174,7 +174,7 @@ func newFVM(ns, name string, cores int, mem string) *fleetv1alpha1.FleetVirtualM
 
 func createFVM(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
-	if err := fleet.Hub.EnsureNamespace(t.Context(), fvm.Namespace); err != nil {
+	if err := fleet.Hub.Tenant(t.Context(), fvm.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {

@@ -141,7 +141,7 @@ func lines(s string) string {
 
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	if err := fleet.Hub.EnsureNamespace(t.Context(), name); err != nil {
+	if err := fleet.Hub.Tenant(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 func TestFleetMetricsFromTheCache(t *testing.T) {
 	ctx := t.Context()
 	c := fleet.Hub.Client
-	if err := fleet.Hub.EnsureNamespace(ctx, "vms"); err != nil {
+	if err := fleet.Hub.Tenant(ctx, "vms"); err != nil {
 		t.Fatal(err)
 	}
 	fvm := &fleetv1alpha1.FleetVirtualMachine{

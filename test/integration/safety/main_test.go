@@ -350,7 +350,7 @@ func newFVM(ns, name string, clusters int32, vm testVM) *fleetv1alpha1.FleetVirt
 // (its VMs with it), so tests do not share capacity.
 func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
-	if err := fleet.Hub.EnsureNamespace(t.Context(), fvm.Namespace); err != nil {
+	if err := fleet.Hub.Tenant(t.Context(), fvm.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {
