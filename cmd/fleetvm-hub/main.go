@@ -22,6 +22,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 )
 
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&c.Chart.Chart, "vm-chart-name", c.Chart.Chart, "Chart name in a Helm repository (empty for a git repository).")
 	flag.StringVar(&c.Chart.TargetRevision, "vm-chart-revision", c.Chart.TargetRevision, "Git revision or chart version of the fleetvm-vm chart.")
 	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must stay excluded by the user's intent (its labels or cluster sets, the FleetVirtualMachine's spec) before its VM is removed. Capacity and availability never remove a VM.")
+	flag.Var(tenancy.KindsFlag(&c.TenantKinds), "tenant-kinds", "Namespaced kinds a namespace's FleetVirtualMachines may deliver, as group/Kind (Kind alone for the core group), comma-separated: their Argo CD AppProject allows these and nothing cluster-scoped.")
 	opts.DiskImages = fleetdiskimage.DefaultConfig()
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
@@ -127,7 +129,7 @@ func main() {
 		os.Exit(1)
 	}
 	if !disableWebhook {
-		if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace}); err != nil {
+		if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace, ArgoNamespace: c.ArgoNamespace}); err != nil {
 			log.Error(err, "set up webhooks")
 			os.Exit(1)
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
@@ -37,9 +39,12 @@ const ValidateFleetVirtualMachinePath = "/validate-fleetvm-io-v1alpha1-fleetvirt
 // VM KubeVirt would accept, that no other FleetVirtualMachine delivers the
 // same VM, and that the names and the label selector work where they go.
 type FleetVirtualMachineValidator struct {
-	// Reader lists FleetVirtualMachines by the VM they deliver: a cache
-	// indexed by vmclaim.IndexVM (vmclaim.SetupIndex).
+	// Reader lists FleetVirtualMachines by the VM they deliver (a cache
+	// indexed by vmclaim.IndexVM, vmclaim.SetupIndex), and reads
+	// ManagedClusterSetBindings and AppProjects.
 	Reader client.Reader
+	// ArgoNamespace is Argo CD's namespace, where AppProjects are.
+	ArgoNamespace string
 }
 
 var _ admission.CustomValidator = &FleetVirtualMachineValidator{}
@@ -66,6 +71,9 @@ func (v *FleetVirtualMachineValidator) ValidateCreate(ctx context.Context, obj r
 	if err := v.checkClusterSets(ctx, nil, fvm); err != nil {
 		return warnings, err
 	}
+	if err := v.checkProject(ctx, nil, fvm); err != nil {
+		return warnings, err
+	}
 	return warnings, v.checkClaim(ctx, fvm)
 }
 
@@ -81,7 +89,39 @@ func (v *FleetVirtualMachineValidator) ValidateUpdate(ctx context.Context, oldOb
 	if fvm.DeletionTimestamp != nil {
 		return warnings, nil
 	}
-	return warnings, v.checkClusterSets(ctx, old, fvm)
+	if err := v.checkClusterSets(ctx, old, fvm); err != nil {
+		return warnings, err
+	}
+	return warnings, v.checkProject(ctx, old, fvm)
+}
+
+// checkProject refuses a spec.delivery.project that does not serve the
+// FleetVirtualMachine's namespace: Argo CD lets an Application in its own
+// namespace (where FleetVM's are) name any project, so FleetVM applies
+// Argo CD's rule for Applications elsewhere: the project must list the
+// namespace in spec.sourceNamespaces. Empty is the namespace's own
+// project. Checked when the field is set or changed.
+func (v *FleetVirtualMachineValidator) checkProject(ctx context.Context, old, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	name := fvm.Spec.Delivery.Project
+	if v.Reader == nil || name == "" || name == tenancy.ProjectName(fvm.Namespace) || old != nil && old.Spec.Delivery.Project == name {
+		return nil
+	}
+	path := field.NewPath("spec", "delivery", "project")
+	p := &argov1alpha1.AppProject{}
+	err := v.Reader.Get(ctx, types.NamespacedName{Namespace: v.ArgoNamespace, Name: name}, p)
+	var msg string
+	switch {
+	case apierrors.IsNotFound(err):
+		msg = fmt.Sprintf("AppProject %s does not exist in %s", name, v.ArgoNamespace)
+	case err != nil:
+		return apierrors.NewInternalError(err)
+	case !tenancy.ServesNamespace(p, fvm.Namespace):
+		msg = fmt.Sprintf("AppProject %s does not serve namespace %s: its spec.sourceNamespaces must list it (the hub operator decides); leave the field empty for the namespace's own project", name, fvm.Namespace)
+	default:
+		return nil
+	}
+	return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name,
+		field.ErrorList{field.Forbidden(path, msg)})
 }
 
 // checkClusterSets refuses cluster sets the FleetVirtualMachine's

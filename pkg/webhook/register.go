@@ -14,6 +14,16 @@ type Options struct {
 	// ImageNamespace is the namespace on the clusters where disk images
 	// are imported (diskimage.DefaultNamespace when empty).
 	ImageNamespace string
+	// ArgoNamespace is Argo CD's namespace, where AppProjects are
+	// ("argocd" when empty).
+	ArgoNamespace string
+}
+
+func (o Options) argoNamespace() string {
+	if o.ArgoNamespace == "" {
+		return "argocd"
+	}
+	return o.ArgoNamespace
 }
 
 func (o Options) imageNamespace() string {
@@ -25,7 +35,7 @@ func (o Options) imageNamespace() string {
 
 // SetupWithManager registers every FleetVM webhook with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), ArgoNamespace: opts.argoNamespace()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
@@ -35,8 +45,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // manager: the test environment and the local fleet use it. reader must
 // index FleetVirtualMachines by vmclaim.IndexVM (a cache set up with
 // vmclaim.SetupIndex).
-func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader) {
-	(&FleetVirtualMachineValidator{Reader: reader}).Register(server, scheme)
+func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
+	(&FleetVirtualMachineValidator{Reader: reader, ArgoNamespace: opts.argoNamespace()}).Register(server, scheme)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

@@ -17,7 +17,12 @@
 //     InvalidSpecError condition, and deleting it drops its finalizers and
 //     leaves the cluster's objects in place (Argo CD's
 //     finalizeApplicationDeletion does the same when the destination
-//     cluster cannot be found).
+//     cluster cannot be found);
+//   - as Argo CD's sync, every object is checked against the Application's
+//     AppProject (it must exist; the kind against its whitelists; a
+//     namespaced object's namespace against its destinations), and a sync
+//     it refuses fails with Argo CD's messages; it creates no namespace: an
+//     apply into a missing one fails and is retried.
 //
 // Git sources are not supported: the Application's status says so. The local
 // fleet (make run) and its end-to-end test run the real Argo CD.
@@ -31,12 +36,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/argo-cd/v3/util/glob"
 	"github.com/argoproj/gitops-engine/pkg/health"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -44,6 +50,7 @@ import (
 	"helm.sh/helm/v3/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -205,11 +212,17 @@ func (a *apps) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if renderErr != nil {
 		return ctrl.Result{}, a.setStatus(ctx, app, argov1alpha1.SyncStatusCodeUnknown, "Unknown", renderErr.Error())
 	}
-	if slices.Contains(app.Spec.SyncPolicy.SyncOptions, "CreateNamespace=true") && app.Spec.Destination.Namespace != "" {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app.Spec.Destination.Namespace}}
-		if err := cluster.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, err
+	proj := &argov1alpha1.AppProject{}
+	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.opts.Namespace, Name: app.Spec.Project}, proj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, a.setInvalid(ctx, app, fmt.Sprintf("Application referencing project %s which does not exist", app.Spec.Project))
 		}
+		return ctrl.Result{}, err
+	}
+	if denied, err := permitted(cluster, proj, objs); err != nil {
+		return ctrl.Result{}, err
+	} else if len(denied) > 0 {
+		return ctrl.Result{}, a.setSyncFailed(ctx, app, denied)
 	}
 	for _, o := range objs {
 		//nolint:staticcheck // client.Apply with unstructured objects is the simple form here.
@@ -293,6 +306,60 @@ func (a *apps) render(app *argov1alpha1.Application) ([]*unstructured.Unstructur
 		}
 	}
 	return out, nil
+}
+
+// permitted checks the objects as Argo CD's sync does against the
+// Application's AppProject: the kind (namespaced whitelist, cluster-scoped
+// whitelist) and each namespaced object's namespace (the destinations).
+// It returns Argo CD's message for each object refused.
+func permitted(cluster client.Client, proj *argov1alpha1.AppProject, objs []*unstructured.Unstructured) ([]string, error) {
+	var denied []string
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		mapping, err := cluster.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, err
+		}
+		namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		if !proj.IsGroupKindPermitted(gvk.GroupKind(), namespaced) {
+			denied = append(denied, fmt.Sprintf("resource %s:%s is not permitted in project %s", gvk.Group, gvk.Kind, proj.Name))
+			continue
+		}
+		if !namespaced {
+			continue
+		}
+		ok := false
+		for _, d := range proj.Spec.Destinations {
+			ok = ok || glob.Match(d.Namespace, o.GetNamespace())
+		}
+		if !ok {
+			denied = append(denied, fmt.Sprintf("namespace %v is not permitted in project '%s'", o.GetNamespace(), proj.Name))
+		}
+	}
+	return denied, nil
+}
+
+// setSyncFailed records a sync Argo CD refused, as its application
+// controller does: the operation failed, with a result per resource.
+func (a *apps) setSyncFailed(ctx context.Context, app *argov1alpha1.Application, denied []string) error {
+	if op := app.Status.OperationState; op != nil && op.Phase == synccommon.OperationFailed && app.Status.Sync.Status == argov1alpha1.SyncStatusCodeOutOfSync {
+		return nil
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	result := &argov1alpha1.SyncOperationResult{}
+	for _, msg := range denied {
+		result.Resources = append(result.Resources, &argov1alpha1.ResourceResult{Status: synccommon.ResultCodeSyncFailed, Message: msg})
+	}
+	app.Status.Sync.Status = argov1alpha1.SyncStatusCodeOutOfSync
+	app.Status.Health.Status = health.HealthStatusMissing
+	app.Status.OperationState = &argov1alpha1.OperationState{
+		Operation:  argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{}},
+		Phase:      synccommon.OperationFailed,
+		Message:    "one or more synchronization tasks are not valid",
+		SyncResult: result,
+		StartedAt:  metav1.Now(),
+	}
+	return a.client.Patch(ctx, app, patch)
 }
 
 // clusterSecretExists tells whether Argo CD would find the destination: a

@@ -181,7 +181,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: names, HubWebhook: webhooks})
+	env, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: names, WorkAgents: true, HubWebhook: webhooks})
 	if err != nil {
 		return nil, err
 	}

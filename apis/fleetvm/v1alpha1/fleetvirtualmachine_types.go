@@ -221,9 +221,14 @@ type DiskImageReference struct {
 
 // Delivery tunes the Argo CD Applications that carry the VM.
 type Delivery struct {
-	// project is the Argo CD AppProject of the Applications.
+	// project is the Argo CD AppProject of the Applications. Empty (the
+	// default) means the namespace's own project, fleetvm-<namespace>, which
+	// FleetVM makes: it lets the Applications deploy only into this
+	// namespace, only the kinds the hub operator allows, nothing
+	// cluster-scoped. Another project must serve this namespace (list it in
+	// its spec.sourceNamespaces, as Argo CD does for Applications outside its
+	// own namespace).
 	// +optional
-	// +kubebuilder:default=default
 	// +kubebuilder:validation:MaxLength=253
 	Project string `json:"project,omitempty"`
 
@@ -243,7 +248,8 @@ type Delivery struct {
 	// +kubebuilder:default=true
 	SelfHeal *bool `json:"selfHeal,omitempty"`
 
-	// createNamespace creates the VM's namespace on the cluster if missing.
+	// createNamespace creates the VM's namespace on each cluster if missing
+	// (FleetVM does, through an OCM ManifestWork; removing the VMs leaves it).
 	// +optional
 	// +kubebuilder:default=true
 	CreateNamespace *bool `json:"createNamespace,omitempty"`

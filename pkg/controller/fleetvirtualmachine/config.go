@@ -3,7 +3,10 @@ package fleetvirtualmachine
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
 // Config holds the hub settings the controller works with.
@@ -23,6 +26,9 @@ type Config struct {
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.
 	ImageNamespace string
+	// TenantKinds are the namespaced kinds a namespace's AppProject lets
+	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
+	TenantKinds []metav1.GroupKind
 }
 
 // ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git
@@ -47,5 +53,6 @@ func DefaultConfig() Config {
 		},
 		GracePeriod:    5 * time.Minute,
 		ImageNamespace: diskimage.DefaultNamespace,
+		TenantKinds:    tenancy.DefaultKinds(),
 	}
 }

@@ -168,6 +168,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if in.PlacementErr != nil {
 		errs = append(errs, in.PlacementErr)
 	}
+	// The project the Applications run under.
+	project, projectErr := r.deliveryProject(ctx, fvm)
+	switch {
+	case isForbidden(projectErr):
+		in.DeliveryErr = projectErr
+	case projectErr != nil:
+		in.DeliveryErr = projectErr
+		errs = append(errs, projectErr)
+	}
 	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
 	in.Decision, in.Outcome = obs.Decision, outcome
 	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
@@ -199,12 +208,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// 5. Act.
 	var written *argov1alpha1.ApplicationSet
-	if appSetErr == nil {
+	if appSetErr == nil && projectErr == nil {
 		var current *argov1alpha1.ApplicationSet
 		if appSet != nil {
 			current = appSet.(*argov1alpha1.ApplicationSet)
 		}
-		if written, err = r.reconcileApplicationSet(ctx, fvm, current, r.deliveryTargets(fvm, obs, outcome)); err != nil {
+		targets := r.deliveryTargets(fvm, obs, outcome)
+		if err := r.ensureNamespaces(ctx, fvm, outcome.delivered()); err != nil {
+			errs = append(errs, err)
+		}
+		if written, err = r.reconcileApplicationSet(ctx, fvm, current, project, targets); err != nil {
 			errs = append(errs, err)
 			r.reportDeliveryError(ctx, fvm, err)
 		}
@@ -290,8 +303,21 @@ func appStateOf(app *argov1alpha1.Application) appState {
 			s.Error = joinMessage(s.Error, c.Message)
 		}
 	}
-	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError) {
-		s.Error = joinMessage(s.Error, "sync "+strings.ToLower(string(op.Phase))+": "+op.Message)
+	// A failed sync, or one Argo CD retries after a failure: its message,
+	// and what it says of each resource that failed (such as "resource
+	// rbac.authorization.k8s.io:ClusterRoleBinding is not permitted in
+	// project ...").
+	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError ||
+		op.Phase == synccommon.OperationRunning && op.RetryCount > 0) {
+		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
+		if op.SyncResult != nil {
+			for _, res := range op.SyncResult.Resources {
+				if res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
+					msg += "; " + res.Message
+				}
+			}
+		}
+		s.Error = joinMessage(s.Error, msg)
 	}
 	const most = 512
 	if len(s.Error) > most {
@@ -455,6 +481,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(clusterChanged())).
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
+		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -496,6 +523,22 @@ func (r *Reconciler) fleetVMsOfBinding(ctx context.Context, obj client.Object) [
 	var list fleetv1alpha1.FleetVirtualMachineList
 	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set binding", "binding", klog.KObj(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// fleetVMsOfProject maps an AppProject to the FleetVirtualMachines whose
+// Applications run under it: one made, changed or deleted by hand changes
+// what they may deliver.
+func (r *Reconciler) fleetVMsOfProject(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexProject: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of an AppProject", "project", klog.KObj(obj))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

@@ -115,6 +115,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	if err := r.cleanupShared(ctx, fvm); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.cleanupTenant(ctx, fvm); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	patch := client.MergeFrom(fvm.DeepCopy())
 	controllerutil.RemoveFinalizer(fvm, Finalizer)

@@ -132,7 +132,7 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 // generator carries them, so a cluster drops out of Argo CD's view only
 // when FleetVM removes it, never because a PlacementDecision changed, and
 // a change reaches Argo CD with the ApplicationSet's own update.
-func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
+func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project string, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
 	key := client.ObjectKeyFromObject(fvm)
 	name := ChildName(key)
 	vm := vmclaim.Identity(fvm)
@@ -143,7 +143,7 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 	appLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
 
 	spec := argov1alpha1.ApplicationSpec{
-		Project:     defaultString(d.Project, "default"),
+		Project:     project,
 		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
 		SyncPolicy:  syncPolicy(d),
 	}
@@ -368,11 +368,11 @@ func (r *Reconciler) pointAtImages(fvm *fleetv1alpha1.FleetVirtualMachine, spec 
 // got is the ApplicationSet as read (nil: none); with no target and none
 // yet, nothing is created. It returns the ApplicationSet as the API server
 // holds it.
-func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
+func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, project string, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
 	if got == nil && len(targets) == 0 {
 		return nil, nil
 	}
-	want, err := r.desiredApplicationSet(fvm, targets)
+	want, err := r.desiredApplicationSet(fvm, project, targets)
 	if err != nil {
 		return nil, err
 	}
@@ -484,10 +484,14 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 	return nil
 }
 
+// syncPolicy is the Applications' sync policy. The namespace is not Argo
+// CD's to create (ensureNamespaces): a first sync may find it missing, so
+// a failed sync is retried with back-off, for as long as it fails.
 func syncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
-	p := &argov1alpha1.SyncPolicy{}
-	if d.CreateNamespace == nil || *d.CreateNamespace {
-		p.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"}
+	p := &argov1alpha1.SyncPolicy{
+		Retry: &argov1alpha1.RetryStrategy{Limit: -1, Backoff: &argov1alpha1.Backoff{
+			Duration: "5s", Factor: ptr.To(int64(2)), MaxDuration: "3m",
+		}},
 	}
 	if d.SyncMode != fleetv1alpha1.SyncModeManual {
 		p.Automated = &argov1alpha1.SyncPolicyAutomated{

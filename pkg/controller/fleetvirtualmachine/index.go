@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
@@ -27,6 +28,9 @@ const (
 	// IndexPlacement indexes PlacementDecisions by their Placement's name,
 	// for the same reason.
 	IndexPlacement = "fleetvm.io/placement"
+	// IndexProject indexes FleetVirtualMachines by the Argo CD AppProject
+	// their Applications run under, so a project change reaches them.
+	IndexProject = "fleetvm.io/project"
 )
 
 // SetupIndexes registers the indexes the controller lists by.
@@ -61,6 +65,12 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexPlacement, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexProject, func(o client.Object) []string {
+		fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
+		return []string{tenancy.ProjectFor(fvm.Namespace, fvm.Spec.Delivery.Project)}
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexProject, err)
 	}
 	return vmclaim.SetupIndex(ctx, indexer)
 }

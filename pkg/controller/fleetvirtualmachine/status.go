@@ -422,6 +422,8 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 	switch {
 	case in.Conflict != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
+	case isForbidden(in.DeliveryErr):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonForbidden, in.DeliveryErr.Error()
 	case in.DeliveryErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, in.DeliveryErr.Error()
 	case len(targets) == 0:

@@ -198,7 +198,7 @@ func TestInstalledCertificateRotation(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	fleetwebhook.Register(server, f.Scheme, claims)
+	fleetwebhook.Register(server, f.Scheme, claims, fleetwebhook.Options{})
 	serverDone, rotDone := make(chan error, 1), make(chan error, 1)
 	go func() { serverDone <- server.Start(runCtx) }()
 	go func() { rotDone <- rot.Start(runCtx) }()

@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,13 +174,41 @@ func TestApplicationsRenderedByArgoCD(t *testing.T) {
 		if !strings.Contains(string(b), `password: {{ $.Values.rhelRootPassword }}`) {
 			t.Errorf("%s cloud-init was altered by templating: %s", cluster, b)
 		}
+		// Argo CD does not create the namespace (its project allows nothing
+		// cluster-scoped): FleetVM does, through OCM, and Argo CD retries
+		// a first sync that finds it missing.
 		if app.Labels[fleetv1alpha1.LabelCluster] != cluster || app.Spec.SyncPolicy.Automated == nil ||
-			!slices.Contains(app.Spec.SyncPolicy.SyncOptions, "CreateNamespace=true") {
+			slices.Contains(app.Spec.SyncPolicy.SyncOptions, "CreateNamespace=true") ||
+			app.Spec.SyncPolicy.Retry == nil || app.Spec.SyncPolicy.Retry.Limit >= 0 {
 			t.Errorf("%s labels %v sync policy %+v", cluster, app.Labels, app.Spec.SyncPolicy)
+		}
+		if app.Spec.Project != "fleetvm-render" {
+			t.Errorf("%s project %q, want the namespace's own fleetvm-render", cluster, app.Spec.Project)
+		}
+		var work workv1.ManifestWork
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: "fleetvm-namespace-render"}, &work); err != nil {
+			t.Errorf("%s: no ManifestWork creating namespace render: %v", cluster, err)
+		} else if len(work.Spec.Workload.Manifests) != 1 || !strings.Contains(string(work.Spec.Workload.Manifests[0].Raw), `"name":"render"`) ||
+			work.Spec.DeleteOption == nil || work.Spec.DeleteOption.PropagationPolicy != workv1.DeletePropagationPolicyTypeOrphan {
+			t.Errorf("%s: namespace ManifestWork %+v", cluster, work.Spec)
 		}
 		if slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
 			t.Errorf("%s Application carries the resources finalizer from the template: deleting it by accident would delete the VM", cluster)
 		}
+	}
+
+	// The namespace's project confines the Applications to it: only the
+	// allowed kinds, nothing cluster-scoped.
+	var proj argov1alpha1.AppProject
+	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: "fleetvm-render"}, &proj); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]argov1alpha1.ApplicationDestination{{Server: "*", Name: "*", Namespace: "render"}}, proj.Spec.Destinations); diff != "" {
+		t.Errorf("project destinations (-want,+got):\n%s", diff)
+	}
+	if len(proj.Spec.ClusterResourceWhitelist) != 0 || !proj.IsGroupKindPermitted(schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachine"}, true) ||
+		proj.IsGroupKindPermitted(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}, true) {
+		t.Errorf("project resources: cluster %v, namespaced %v", proj.Spec.ClusterResourceWhitelist, proj.Spec.NamespaceResourceWhitelist)
 	}
 
 	// A git source picks the overlay by each cluster's env label.

@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, HubWebhook: webhooks})
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, WorkAgents: true, HubWebhook: webhooks})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -1,0 +1,176 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
+)
+
+// +kubebuilder:rbac:groups=argoproj.io,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
+
+// forbiddenError is a spec the FleetVirtualMachine's namespace may not
+// use; it is shown with reason Forbidden and nothing is delivered.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+func forbidden(format string, args ...any) error {
+	return &forbiddenError{msg: fmt.Sprintf(format, args...)}
+}
+
+func isForbidden(err error) bool {
+	var f *forbiddenError
+	return errors.As(err, &f)
+}
+
+// deliveryProject returns the Argo CD AppProject the FleetVirtualMachine's
+// Applications run under, making the namespace's own project (see package
+// tenancy) when that is the one: spec.delivery.project empty, or naming
+// it. Another project must serve the namespace (list it in
+// spec.sourceNamespaces): Argo CD lets an Application in its own namespace
+// name any project, so FleetVM checks instead.
+func (r *Reconciler) deliveryProject(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (string, error) {
+	name := tenancy.ProjectFor(fvm.Namespace, fvm.Spec.Delivery.Project)
+	if name == tenancy.ProjectName(fvm.Namespace) {
+		return name, r.ensureTenantProject(ctx, fvm.Namespace)
+	}
+	p := &argov1alpha1.AppProject{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, p); {
+	case apierrors.IsNotFound(err):
+		return "", forbidden("spec.delivery.project: AppProject %s does not exist in %s", name, r.Config.ArgoNamespace)
+	case err != nil:
+		return "", fmt.Errorf("get AppProject %s/%s: %w", r.Config.ArgoNamespace, name, err)
+	}
+	if !tenancy.ServesNamespace(p, fvm.Namespace) {
+		return "", forbidden("spec.delivery.project: AppProject %s does not serve namespace %s (its spec.sourceNamespaces does not list it); leave the field empty for the namespace's own project", name, fvm.Namespace)
+	}
+	return name, nil
+}
+
+// ensureTenantProject creates or updates the namespace's own AppProject.
+// A project of that name that FleetVM did not make is left alone.
+func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) error {
+	labels := managedLabels()
+	labels[tenancy.LabelNamespace] = namespace
+	want := tenancy.Project(r.Config.ArgoNamespace, namespace, r.Config.TenantKinds, labels)
+	got := &argov1alpha1.AppProject{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create AppProject %s: %w", klog.KObj(want), err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get AppProject %s: %w", klog.KObj(want), err)
+	case got.Labels[tenancy.LabelNamespace] != namespace:
+		return forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
+	}
+	if equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+		return nil
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec = want.Spec
+	if err := r.Client.Patch(ctx, got, patch); err != nil {
+		return fmt.Errorf("update AppProject %s: %w", klog.KObj(got), err)
+	}
+	return nil
+}
+
+// namespaceWorkName is the ManifestWork that creates a namespace's
+// FleetVMs' namespace on a cluster.
+func namespaceWorkName(namespace string) string {
+	return "fleetvm-namespace-" + namespace
+}
+
+// ensureNamespaces makes the FleetVirtualMachine's namespace exist on each
+// cluster it is delivered to, through an OCM ManifestWork in the cluster's
+// namespace (removing the work leaves the namespace: VMs live there). Argo
+// CD's CreateNamespace would need the project to allow the cluster-scoped
+// Namespace kind, and a git repository could then change any namespace
+// (kube-system's pod security labels among them).
+func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, clusters []string) error {
+	if d := fvm.Spec.Delivery.CreateNamespace; d != nil && !*d {
+		return nil
+	}
+	ns := &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: fvm.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": fleetv1alpha1.PartOfValue}},
+	}
+	raw, err := json.Marshal(ns)
+	if err != nil {
+		return err
+	}
+	labels := managedLabels()
+	labels[tenancy.LabelNamespace] = fvm.Namespace
+	var errs []error
+	for _, cluster := range clusters {
+		work := &workv1.ManifestWork{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: namespaceWorkName(fvm.Namespace), Labels: labels},
+			Spec: workv1.ManifestWorkSpec{
+				Workload:     workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+				DeleteOption: &workv1.DeleteOption{PropagationPolicy: workv1.DeletePropagationPolicyTypeOrphan},
+			},
+		}
+		if err := r.createIfMissing(ctx, work); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupTenant removes the namespace's own AppProject and its namespace
+// ManifestWorks (the namespaces stay on the clusters) once no other live
+// FleetVirtualMachine of the namespace is left.
+func (r *Reconciler) cleanupTenant(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	var others fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &others, client.InNamespace(fvm.Namespace)); err != nil {
+		return fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", fvm.Namespace, err)
+	}
+	for i := range others.Items {
+		if o := &others.Items[i]; o.UID != fvm.UID && o.DeletionTimestamp == nil {
+			return nil
+		}
+	}
+	var errs []error
+	p := &argov1alpha1.AppProject{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: tenancy.ProjectName(fvm.Namespace)}, p)
+	switch {
+	case err == nil && p.Labels[tenancy.LabelNamespace] == fvm.Namespace:
+		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete AppProject %s: %w", klog.KObj(p), err))
+		}
+	case err != nil && !apierrors.IsNotFound(err):
+		errs = append(errs, err)
+	}
+	var works workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &works, client.MatchingLabels{tenancy.LabelNamespace: fvm.Namespace}); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range works.Items {
+		w := &works.Items[i]
+		if w.Name != namespaceWorkName(fvm.Namespace) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err))
+		}
+	}
+	return errors.Join(errs...)
+}
