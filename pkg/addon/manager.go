@@ -34,8 +34,12 @@ import (
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubernetes.io/kube-apiserver-client,verbs=approve
+// No escalate or bind: Kubernetes lets fleetvm-hub create the agent's Role
+// and bind it because fleetvm-hub holds every permission in it (the chart's
+// agent-permissions ClusterRole, equal to AgentHubRules). escalate on the
+// Role named fleetvm-agent would let whoever holds fleetvm-hub's identity
+// write any rule into it and bind it to themselves.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,resourceNames=fleetvm-agent,verbs=escalate;bind
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;update
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=placements;managedclustersetbindings,verbs=get;create
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersets/bind,verbs=create
