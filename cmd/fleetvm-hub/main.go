@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -30,6 +31,7 @@ func main() {
 	var (
 		opts           = hub.Options{FleetVM: fleetvirtualmachine.DefaultConfig()}
 		metricsAddr    string
+		metricsSecure  bool
 		probeAddr      string
 		webhookPort    int
 		certDir        string
@@ -55,7 +57,8 @@ func main() {
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
 	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to authenticated, authorized clients only (a token whose user may get the /metrics URL); false serves plain HTTP to anyone who reaches the port.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Health probe endpoint address.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Admission webhook port.")
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving certificate (tls.crt, tls.key); controller-runtime's default when empty.")
@@ -109,7 +112,7 @@ func main() {
 		Scheme:                 hub.Scheme(),
 		Cache:                  hub.CacheOptions(),
 		Client:                 hub.ClientOptions(),
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		WebhookServer:          webhook.NewServer(webhookOpts),
 		LeaderElection:         leaderElection,
@@ -166,4 +169,16 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// metricsOptions serves metrics as kubebuilder scaffolds it: over HTTPS
+// (a self-signed certificate), each request's bearer token authenticated
+// with a TokenReview and its user authorized with a SubjectAccessReview
+// for get on the /metrics URL.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if secure {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
 }

@@ -28,6 +28,9 @@ import (
 )
 
 // The collector reads what the hub caches.
+// The secured metrics endpoint authenticates tokens and authorizes users:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines;fleetdiskimages,verbs=get;list;watch
 
 // DefaultTimeout bounds the cache reads of one scrape, well within

@@ -104,6 +104,8 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--disable-webhooks",
 		"--disable-addon",
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+		// The harness scrapes the hub's reconcile counters on loopback.
+		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
 		"--kube-api-qps=" + strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
 		"--kube-api-burst=" + strconv.Itoa(cfg.HubBurst),

@@ -7,6 +7,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"net"
 	"net/http"
 	"os/exec"
@@ -161,14 +165,14 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 	bin := buildHub(t)
 
 	d := one[appsv1.Deployment](t, r, "Deployment")
-	probePort, webhookPort := freePort(t), freePort(t)
+	probePort, webhookPort, metricsPort := freePort(t), freePort(t), freePort(t)
 	var hubArgs []string
 	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
 		if a != "--leader-elect" {
 			hubArgs = append(hubArgs, a)
 		}
 	}
-	hubArgs = append(hubArgs, "--kubeconfig="+kubeconfig, "--metrics-bind-address=0",
+	hubArgs = append(hubArgs, "--kubeconfig="+kubeconfig, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort), fmt.Sprintf("--webhook-port=%d", webhookPort))
 	out := runHub(t, bin, hubArgs)
 
@@ -187,6 +191,8 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 	}); err != nil {
 		t.Fatalf("fleetvm-hub not ready: %v\n%s", err, out)
 	}
+
+	checkMetricsSecured(t, r, metricsPort)
 
 	// The Secret holds the certificate, the configuration trusts its CA,
 	// and the webhook answers over TLS verified as the API server does.
@@ -293,6 +299,89 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 
 	if s := out.String(); strings.Contains(strings.ToLower(s), "forbidden") {
 		t.Errorf("fleetvm-hub was refused a request with the chart's RBAC:\n%s", s)
+	}
+}
+
+// checkMetricsSecured scrapes the hub's metrics as Prometheus would: over
+// HTTPS with a ServiceAccount token. Without a token it is refused (401),
+// with one whose user may not get /metrics too (403), and with one bound
+// to the chart's metrics-reader ClusterRole it gets FleetVM's metrics.
+func checkMetricsSecured(t *testing.T, r rendered, port int) {
+	t.Helper()
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(fleet(t).Hub.Config)
+	token := func(name string) string {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: name}}
+		if _, err := kube.CoreV1().ServiceAccounts(r.namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		tr, err := kube.CoreV1().ServiceAccounts(r.namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	var reader string
+	for _, u := range r.ofKind("ClusterRole") {
+		if strings.HasSuffix(u.GetName(), "-metrics-reader") {
+			reader = u.GetName()
+		}
+	}
+	if reader == "" {
+		t.Fatal("the chart has no metrics-reader ClusterRole")
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-fleetvm"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: r.namespace, Name: "prometheus"}},
+	}
+	if err := fleet(t).Hub.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // the hub's self-signed metrics certificate
+	}}
+	scrape := func(token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	for _, tc := range []struct {
+		who   string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a ServiceAccount not allowed /metrics", token("stranger"), http.StatusForbidden},
+		{"Prometheus's ServiceAccount, bound to " + reader, token("prometheus"), http.StatusOK},
+	} {
+		var code int
+		var body string
+		err := fleetenv.Eventually(ctx, 30*time.Second, func() (bool, error) {
+			var err error
+			code, body, err = scrape(tc.token)
+			return err == nil && code == tc.want, nil
+		})
+		if err != nil {
+			t.Errorf("metrics scraped by %s: HTTP %d, want %d", tc.who, code, tc.want)
+			continue
+		}
+		if tc.want == http.StatusOK && !strings.Contains(body, `controller_runtime_reconcile_total{controller="fleetvirtualmachine"`) {
+			t.Errorf("metrics scraped by %s lack FleetVM's metrics", tc.who)
+		}
 	}
 }
 

@@ -194,7 +194,7 @@ func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
 func TestRenderedObjects(t *testing.T) {
 	want := map[string][]string{
 		"defaults (self-managed certificates)": {
-			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions", "ClusterRole/fleetvm-hub-webhook-cert",
+			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions", "ClusterRole/fleetvm-hub-metrics-reader", "ClusterRole/fleetvm-hub-webhook-cert",
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions", "ClusterRoleBinding/fleetvm-hub-webhook-cert",
 			"Deployment/fleetvm-hub",
 			"Role/fleetvm-hub-leader-election", "Role/fleetvm-hub-webhook-cert",
@@ -206,7 +206,7 @@ func TestRenderedObjects(t *testing.T) {
 		},
 		"cert-manager, self-signed issuer": {
 			"Certificate/fleetvm-hub-webhook",
-			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions",
+			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions", "ClusterRole/fleetvm-hub-metrics-reader",
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions",
 			"Deployment/fleetvm-hub",
 			"Issuer/fleetvm-hub-selfsigned",
@@ -217,7 +217,7 @@ func TestRenderedObjects(t *testing.T) {
 		},
 		"cert-manager with an existing issuer, manual agent install, pinned image": {
 			"Certificate/prod-fleetvm-hub-webhook",
-			"ClusterRole/prod-fleetvm-hub", "ClusterRole/prod-fleetvm-hub-agent-permissions",
+			"ClusterRole/prod-fleetvm-hub", "ClusterRole/prod-fleetvm-hub-agent-permissions", "ClusterRole/prod-fleetvm-hub-metrics-reader",
 			"ClusterRoleBinding/prod-fleetvm-hub", "ClusterRoleBinding/prod-fleetvm-hub-agent-permissions",
 			"Deployment/prod-fleetvm-hub",
 			"Role/prod-fleetvm-hub-leader-election", "RoleBinding/prod-fleetvm-hub-leader-election",
@@ -369,7 +369,7 @@ func TestArgsFromValues(t *testing.T) {
 				"vm-chart-name": "", "vm-chart-revision": "main", "removal-grace-period": "5m", "workers": "4",
 				"agent-image": "ghcr.io/fleetvm/fleetvm:v0.1.0", "addon-install-strategy": "Placements",
 				"addon-placement-namespace": "open-cluster-management-addon", "addon-placement-name": "fleetvm-agent",
-				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8080", "webhook-port": "9443",
+				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
 			},
 		},
 		"every value set": {
@@ -391,7 +391,7 @@ extraArgs: [--kube-api-qps=5]
 				"vm-chart-name": "fleetvm-vm", "vm-chart-revision": "0.3.0", "removal-grace-period": "90s", "workers": "8",
 				"agent-image": "registry.example/agent:v9", "addon-install-strategy": "Manual",
 				"addon-placement-namespace": "addons", "addon-placement-name": "vms",
-				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8080", "webhook-port": "9443",
+				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
 				"zap-log-level": "debug", "kube-api-qps": "5",
 				"image-namespace": "vm-images", "image-inventory-max-age": "30m",
 			},
