@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -36,16 +35,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
-	"github.com/fleetvm/fleetvm/pkg/hub"
-	"github.com/fleetvm/fleetvm/test/appsetsim"
-	"github.com/fleetvm/fleetvm/test/deliverysim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -67,10 +59,9 @@ var (
 	clock = clocktesting.NewFakeClock(time.Now())
 	// vms records every VM deleted on a spoke.
 	vms = &deletions{}
-	// agents runs and stops the spokes' agents.
-	agents = &agentSet{running: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
-	// argo renders ApplicationSets with Argo CD's code (for secrets).
-	argo *appsetsim.Sim
+	// fleetVM is FleetVM on the fleet: its agents can be stopped and
+	// started, its Argo CD cluster secrets made again.
+	fleetVM *fleetenv.RunningFleetVM
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -91,7 +82,9 @@ func run(m *testing.M) int {
 	}
 	defer func() {
 		cancel()
-		agents.wait()
+		if fleetVM != nil {
+			fleetVM.Wait()
+		}
 		if err := f.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -108,27 +101,13 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startFleet joins the spokes and starts fleetvm-hub, the delivery
-// stand-in, the agents and the deletion recorders.
+// startFleet joins the spokes (one 16-CPU node each) and starts FleetVM
+// on them: fleetvm-hub on the fake clock, the delivery stand-in, and the
+// agents with a score valid for 20 s refreshed every 5 s (so a stopped
+// agent's score expires within a test); and the deletion recorders.
 func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
-	var err error
-	if argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS); err == nil {
-		err = argo.Setup(ctx)
-	}
-	if err != nil {
-		return err
-	}
-	root, err := fleetenv.RepoRoot()
-	if err != nil {
-		return err
-	}
-	clusters := map[string]client.Client{}
 	for _, s := range f.Spokes {
-		labels := map[string]string{"env": "prod"}
-		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: labels}); err != nil {
-			return err
-		}
-		if err := argo.ClusterSecret(ctx, s.Name, labels); err != nil {
+		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: map[string]string{"env": "prod"}}); err != nil {
 			return err
 		}
 		if _, err := s.CreateNode(ctx, fleetenv.Node{Name: s.Name + "-node-1", CPU: nodeCPU, Memory: nodeMemory}); err != nil {
@@ -137,90 +116,14 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 		if err := vms.record(ctx, s); err != nil {
 			return err
 		}
-		clusters[s.Name] = s.Client
-		agents.ctx = ctx
-		if err := agents.start(f, s.Name); err != nil {
-			return err
-		}
 	}
-	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
-		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(),
-		Client:     hub.ClientOptions(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Logger:     agenttest.Logger(),
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	var err error
+	fleetVM, err = f.RunFleetVM(ctx, fleetenv.FleetVMOptions{
+		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
+		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
 	})
-	if err != nil {
-		return err
-	}
-	cfg := fleetvirtualmachine.DefaultConfig()
-	cfg.ArgoNamespace = argoNS
-	cfg.GracePeriod = grace
-	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: clock}); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	go func() {
-		_ = deliverysim.Run(ctx, deliverysim.Options{
-			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: argoNS, ChartRoot: root,
-			Clusters: clusters, Logger: agenttest.Logger(),
-		})
-	}()
-	return nil
+	return err
 }
-
-// agentSet runs one fleetvm-agent per spoke, each stoppable, all until ctx
-// ends.
-type agentSet struct {
-	mu      sync.Mutex
-	ctx     context.Context
-	running map[string]context.CancelFunc
-	wg      sync.WaitGroup
-	hubCfg  map[string]*rest.Config
-}
-
-// start runs the cluster's agent: the identity and RBAC the addon grants
-// it, the simulator, and a score valid for 20 s refreshed every 5 s (so a
-// stopped agent's score expires within the test).
-func (a *agentSet) start(f *fleetenv.Fleet, cluster string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ctx := a.ctx
-	hubCfg, ok := a.hubCfg[cluster]
-	if !ok {
-		var err error
-		if hubCfg, err = f.AgentHubConfig(ctx, cluster); err != nil {
-			return err
-		}
-		a.hubCfg[cluster] = hubCfg
-	}
-	actx, cancel := context.WithCancel(ctx)
-	a.running[cluster] = cancel
-	spoke := f.Spoke(cluster)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		_ = agent.Run(actx, agent.Options{
-			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
-			Logger: agenttest.Logger(), SimulateKubeVirt: true,
-			CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
-		})
-	}()
-	return nil
-}
-
-// stop stops the cluster's agent (its simulator with it).
-func (a *agentSet) stop(cluster string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if cancel := a.running[cluster]; cancel != nil {
-		cancel()
-		delete(a.running, cluster)
-	}
-}
-
-func (a *agentSet) wait() { a.wg.Wait() }
 
 // deletion is one VM deleted on a spoke.
 type deletion struct {

@@ -147,9 +147,9 @@ func TestAgentStoppedScoreExpires(t *testing.T) {
 	key := client.ObjectKeyFromObject(fvm)
 	on := names(waitFVM(t, key, "running", running(1)))[0]
 
-	agents.stop(on)
+	fleetVM.StopAgent(on)
 	t.Cleanup(func() {
-		if err := agents.start(fleet, on); err != nil {
+		if err := fleetVM.StartAgent(on); err != nil {
 			t.Error(err)
 		}
 	})
@@ -264,7 +264,7 @@ func TestHubObjectsDeletedByHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		restore := func() {
-			if err := argo.ClusterSecret(context.Background(), gone, map[string]string{"env": "prod"}); err != nil {
+			if err := fleetVM.ClusterSecret(context.Background(), gone); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -305,7 +305,7 @@ func TestRemovalWithoutClusterSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := argo.ClusterSecret(context.Background(), leaving, map[string]string{"env": "prod"}); err != nil {
+		if err := fleetVM.ClusterSecret(context.Background(), leaving); err != nil {
 			t.Error(err)
 		}
 	})
@@ -345,7 +345,7 @@ func TestRemovalWithoutClusterSecret(t *testing.T) {
 	expectDeletions(t, mark, ns)
 
 	// The secret is back: the removal goes ahead, confirmed by the agent.
-	if err := argo.ClusterSecret(t.Context(), leaving, map[string]string{"env": "staging"}); err != nil {
+	if err := fleetVM.ClusterSecret(t.Context(), leaving); err != nil {
 		t.Fatal(err)
 	}
 	waitFVM(t, key, leaving+" removed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {

@@ -1,0 +1,176 @@
+package fleetenv
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetvm/fleetvm/pkg/agent"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/appsetsim"
+	"github.com/fleetvm/fleetvm/test/deliverysim"
+)
+
+// FleetVMOptions configure RunFleetVM.
+type FleetVMOptions struct {
+	// ArgoNamespace is the Argo CD namespace ("argocd" when empty).
+	ArgoNamespace string
+	// GracePeriod is fleetvm-hub's removal grace period (its default when 0).
+	GracePeriod time.Duration
+	// Clock is fleetvm-hub's clock (the real one when nil).
+	Clock clock.WithDelayedExecution
+	// Logger receives every component's logs (discarded when unset).
+	Logger logr.Logger
+	// CapacityDebounce, CapacityResync and ScoreValidity tune the agents'
+	// capacity scores (the agent's defaults when 0).
+	CapacityDebounce, CapacityResync, ScoreValidity time.Duration
+}
+
+// RunningFleetVM is FleetVM running on a fleet, as RunFleetVM started it.
+type RunningFleetVM struct {
+	// Argo renders ApplicationSets with Argo CD's code and makes Argo CD
+	// cluster secrets.
+	Argo *appsetsim.Sim
+
+	f    *Fleet
+	opts FleetVMOptions
+	ctx  context.Context
+
+	mu     sync.Mutex
+	agents map[string]context.CancelFunc
+	hubCfg map[string]*rest.Config
+	wg     sync.WaitGroup
+}
+
+// RunFleetVM starts FleetVM on the fleet until ctx ends: fleetvm-hub's
+// reconcilers (not its webhooks: ServeWebhooks), the delivery stand-in in
+// place of Argo CD, and on every spoke fleetvm-agent, with the identity and
+// hub permissions the addon grants it and the KubeVirt simulator. Every
+// spoke must be registered (RegisterManagedCluster); its Argo CD cluster
+// secret is created here with the ManagedCluster's labels. Wait returns
+// once the agents stopped.
+func (f *Fleet) RunFleetVM(ctx context.Context, opts FleetVMOptions) (*RunningFleetVM, error) {
+	if opts.ArgoNamespace == "" {
+		opts.ArgoNamespace = "argocd"
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	r := &RunningFleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
+	var err error
+	if r.Argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, opts.ArgoNamespace); err == nil {
+		err = r.Argo.Setup(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	clusters := map[string]client.Client{}
+	for _, s := range f.Spokes {
+		if err := r.ClusterSecret(ctx, s.Name); err != nil {
+			return nil, err
+		}
+		clusters[s.Name] = s.Client
+		if err := r.StartAgent(s.Name); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
+		Scheme:     hub.Scheme(),
+		Cache:      hub.CacheOptions(),
+		Client:     hub.ClientOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Logger:     opts.Logger,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := fleetvirtualmachine.DefaultConfig()
+	cfg.ArgoNamespace = opts.ArgoNamespace
+	if opts.GracePeriod > 0 {
+		cfg.GracePeriod = opts.GracePeriod
+	}
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: opts.Clock}); err != nil {
+		return nil, err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	go func() {
+		_ = deliverysim.Run(ctx, deliverysim.Options{
+			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: opts.ArgoNamespace, ChartRoot: root,
+			Clusters: clusters, Logger: opts.Logger,
+		})
+	}()
+	return r, nil
+}
+
+// ClusterSecret creates the Argo CD cluster secret of a registered
+// cluster, labelled with its ManagedCluster's labels, as GitOpsCluster does.
+func (r *RunningFleetVM) ClusterSecret(ctx context.Context, cluster string) error {
+	mc, err := r.f.managedCluster(ctx, cluster)
+	if err != nil {
+		return fmt.Errorf("cluster secret of %s: %w", cluster, err)
+	}
+	return r.Argo.ClusterSecret(ctx, cluster, mc.Labels)
+}
+
+// StartAgent runs the cluster's agent (and simulator) until the context of
+// RunFleetVM ends or StopAgent.
+func (r *RunningFleetVM) StartAgent(cluster string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.agents[cluster] != nil {
+		return nil
+	}
+	spoke := r.f.Spoke(cluster)
+	if spoke == nil {
+		return fmt.Errorf("no spoke %s", cluster)
+	}
+	hubCfg, ok := r.hubCfg[cluster]
+	if !ok {
+		var err error
+		if hubCfg, err = r.f.AgentHubConfig(r.ctx, cluster); err != nil {
+			return err
+		}
+		r.hubCfg[cluster] = hubCfg
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.agents[cluster] = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = agent.Run(ctx, agent.Options{
+			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
+			Logger: r.opts.Logger, SimulateKubeVirt: true,
+			CapacityDebounce: r.opts.CapacityDebounce, CapacityResync: r.opts.CapacityResync, ScoreValidity: r.opts.ScoreValidity,
+		})
+	}()
+	return nil
+}
+
+// StopAgent stops the cluster's agent (its simulator with it).
+func (r *RunningFleetVM) StopAgent(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cancel := r.agents[cluster]; cancel != nil {
+		cancel()
+		delete(r.agents, cluster)
+	}
+}
+
+// Wait returns once every agent has stopped.
+func (r *RunningFleetVM) Wait() { r.wg.Wait() }
