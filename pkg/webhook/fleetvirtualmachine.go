@@ -45,6 +45,9 @@ type FleetVirtualMachineValidator struct {
 	Reader client.Reader
 	// ArgoNamespace is Argo CD's namespace, where AppProjects are.
 	ArgoNamespace string
+	// ImageNamespace is where FleetDiskImages are imported on the
+	// clusters: a template may use them only through spec.diskImages.
+	ImageNamespace string
 }
 
 var _ admission.CustomValidator = &FleetVirtualMachineValidator{}
@@ -230,6 +233,9 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 				errs = append(errs, field.Forbidden(tmplPath.Child("status"), "status is reported by the clusters, not set in the template"))
 			}
 		}
+		if vm != nil {
+			errs = append(errs, v.imageReferences(vm, tmplPath)...)
+		}
 		if vm != nil && vm.Namespace != "" && vm.Namespace != fvm.Namespace {
 			errs = append(errs, field.Forbidden(tmplPath.Child("metadata", "namespace"), fmt.Sprintf(
 				"a FleetVirtualMachine delivers its VM only into its own namespace (%s): leave metadata.namespace out, or set it to %s",
@@ -252,6 +258,29 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 		return warnings, apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name, errs)
 	}
 	return warnings, nil
+}
+
+// imageReferences refuses dataVolumeTemplates that clone straight from
+// FleetVM's image namespace on the clusters: every tenant's images are
+// imported there, so a template naming one would boot from another team's
+// image. A FleetDiskImage is used by listing it in spec.diskImages and
+// naming it, without a namespace, in a sourceRef.
+func (v *FleetVirtualMachineValidator) imageReferences(vm *kubevirtv1.VirtualMachine, path *field.Path) field.ErrorList {
+	if v.ImageNamespace == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	msg := fmt.Sprintf("%s holds every namespace's FleetDiskImages on the clusters: name a FleetDiskImage of spec.diskImages without a namespace instead", v.ImageNamespace)
+	for i, dv := range vm.Spec.DataVolumeTemplates {
+		p := path.Child("spec", "dataVolumeTemplates").Index(i).Child("spec")
+		if ref := dv.Spec.SourceRef; ref != nil && ref.Namespace != nil && *ref.Namespace == v.ImageNamespace {
+			errs = append(errs, field.Forbidden(p.Child("sourceRef", "namespace"), msg))
+		}
+		if src := dv.Spec.Source; src != nil && src.PVC != nil && src.PVC.Namespace == v.ImageNamespace {
+			errs = append(errs, field.Forbidden(p.Child("source", "pvc", "namespace"), msg))
+		}
+	}
+	return errs
 }
 
 // helmReleaseMax is the longest Helm release name: a git source with helm

@@ -35,7 +35,7 @@ func (o Options) imageNamespace() string {
 
 // SetupWithManager registers every FleetVM webhook with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), ArgoNamespace: opts.argoNamespace()}).SetupWithManager(mgr); err != nil {
+	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
@@ -46,7 +46,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // index FleetVirtualMachines by vmclaim.IndexVM (a cache set up with
 // vmclaim.SetupIndex).
 func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
-	(&FleetVirtualMachineValidator{Reader: reader, ArgoNamespace: opts.argoNamespace()}).Register(server, scheme)
+	(&FleetVirtualMachineValidator{Reader: reader, ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).Register(server, scheme)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

@@ -162,6 +162,14 @@ func (r *RunningFleetVM) StartAgent(cluster string) error {
 	return nil
 }
 
+// AgentHubConfig is the hub credentials of the cluster's agent (after
+// StartAgent): its registration identity, with the addon's permissions.
+func (r *RunningFleetVM) AgentHubConfig(cluster string) *rest.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hubCfg[cluster]
+}
+
 // StopAgent stops the cluster's agent (its simulator with it).
 func (r *RunningFleetVM) StopAgent(cluster string) {
 	r.mu.Lock()
