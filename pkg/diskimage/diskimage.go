@@ -47,6 +47,18 @@ func WorkName(key types.NamespacedName) string {
 	return shorten("fleetvm-image-"+key.Namespace+"."+key.Name, 253)
 }
 
+// ScopedName is the name, in the image namespace of each cluster, of a
+// Secret or ConfigMap a FleetDiskImage of namespace ns refers to as name:
+// "<ns>.<name>". Every namespace's images are imported in one namespace of
+// the clusters; the prefix keeps a team from naming another team's
+// credentials there.
+func ScopedName(ns, name string) string {
+	if name == "" {
+		return ""
+	}
+	return shorten(ns+"."+name, 253)
+}
+
 // ImageID is how the agents' inventories name the image: the DataSource
 // VMs clone it from.
 func ImageID(imageNamespace string, key types.NamespacedName) string {

@@ -50,13 +50,16 @@ type HTTPSource struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="url must start with http:// or https://"
 	URL string `json:"url"`
 
-	// secretRef names a Secret, on each cluster in the images namespace,
-	// with accessKeyId and secretKey for basic auth.
+	// secretRef names a Secret with accessKeyId and secretKey for basic
+	// auth. On each cluster it is the Secret "<namespace>.<secretRef>" in
+	// the images namespace: a namespace's images use that namespace's
+	// credentials only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	SecretRef string `json:"secretRef,omitempty"`
 
-	// certConfigMap names a ConfigMap with the CA bundle of the server.
+	// certConfigMap names a ConfigMap with the CA bundle of the server; on
+	// each cluster, "<namespace>.<certConfigMap>" in the images namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	CertConfigMap string `json:"certConfigMap,omitempty"`
@@ -70,7 +73,8 @@ type RegistrySource struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('docker://') || self.startsWith('oci-archive://')",message="url must start with docker:// or oci-archive://"
 	URL string `json:"url"`
 
-	// secretRef names a pull Secret on each cluster in the images namespace.
+	// secretRef names a pull Secret; on each cluster,
+	// "<namespace>.<secretRef>" in the images namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	SecretRef string `json:"secretRef,omitempty"`
@@ -84,8 +88,8 @@ type S3Source struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('https://') || self.startsWith('http://')",message="url must start with s3://, http:// or https://"
 	URL string `json:"url"`
 
-	// secretRef names the Secret, on each cluster in the images namespace,
-	// with accessKeyId and secretKey. Required.
+	// secretRef names the Secret with accessKeyId and secretKey; on each
+	// cluster, "<namespace>.<secretRef>" in the images namespace. Required.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

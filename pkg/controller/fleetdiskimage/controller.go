@@ -116,6 +116,9 @@ type Usage struct {
 	// "cluster: namespace/name".
 	ByCluster map[string]int32
 	Users     []string
+	// OtherNamespaces counts the VMs of other namespaces among the users
+	// the inventories name: counted, not named.
+	OtherNamespaces int
 	// Inventories are the clusters' inventories by cluster.
 	Inventories map[string]*fleetv1alpha1.ImageInventory
 }
@@ -136,7 +139,11 @@ func (u Usage) InUse() bool { return len(u.FleetVMs) > 0 || u.Total() > 0 }
 func (u Usage) Summary() string {
 	var parts []string
 	if n := u.Total(); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d VMs on %d clusters reference it (%s)", n, len(u.ByCluster), names(u.Users, 5)))
+		who := names(u.Users, 5)
+		if u.OtherNamespaces > 0 {
+			who = strings.TrimPrefix(fmt.Sprintf("%s; %d of other namespaces", who, u.OtherNamespaces), "; ")
+		}
+		parts = append(parts, fmt.Sprintf("%d VMs on %d clusters reference it (%s)", n, len(u.ByCluster), who))
 	}
 	if len(u.FleetVMs) > 0 {
 		parts = append(parts, fmt.Sprintf("%d FleetVirtualMachines list it in spec.diskImages (%s)", len(u.FleetVMs), names(u.FleetVMs, 5)))
@@ -187,8 +194,14 @@ func ReadUsage(ctx context.Context, c client.Reader, imageNamespace string, key 
 			continue
 		}
 		u.ByCluster[inv.Namespace] = images[j].References
+		// Only the image's own namespace's VMs are named: a VM of another
+		// team is counted, never shown to this one.
 		for _, user := range images[j].Users {
-			u.Users = append(u.Users, inv.Namespace+": "+user)
+			if ns, _, _ := strings.Cut(user, "/"); ns == key.Namespace {
+				u.Users = append(u.Users, inv.Namespace+": "+user)
+			} else {
+				u.OtherNamespaces++
+			}
 		}
 	}
 	sort.Strings(u.Users)

@@ -31,19 +31,21 @@ func (r *Reconciler) desiredWork(fdi *fleetv1alpha1.FleetDiskImage, cluster stri
 	ns := r.Config.ImageNamespace
 	labels := map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}
 
+	// Credentials are the FleetDiskImage's namespace's own (ScopedName).
+	scoped := func(ref string) string { return diskimage.ScopedName(fdi.Namespace, ref) }
 	src := &cdiv1beta1.DataVolumeSource{}
 	switch s := fdi.Spec.Source; {
 	case s.HTTP != nil:
-		src.HTTP = &cdiv1beta1.DataVolumeSourceHTTP{URL: s.HTTP.URL, SecretRef: s.HTTP.SecretRef, CertConfigMap: s.HTTP.CertConfigMap}
+		src.HTTP = &cdiv1beta1.DataVolumeSourceHTTP{URL: s.HTTP.URL, SecretRef: scoped(s.HTTP.SecretRef), CertConfigMap: scoped(s.HTTP.CertConfigMap)}
 	case s.Registry != nil:
 		url := s.Registry.URL
 		src.Registry = &cdiv1beta1.DataVolumeSourceRegistry{URL: &url}
 		if s.Registry.SecretRef != "" {
-			ref := s.Registry.SecretRef
+			ref := scoped(s.Registry.SecretRef)
 			src.Registry.SecretRef = &ref
 		}
 	case s.S3 != nil:
-		src.S3 = &cdiv1beta1.DataVolumeSourceS3{URL: s.S3.URL, SecretRef: s.S3.SecretRef}
+		src.S3 = &cdiv1beta1.DataVolumeSourceS3{URL: s.S3.URL, SecretRef: scoped(s.S3.SecretRef)}
 	default:
 		return nil, fmt.Errorf("spec.source: none of http, registry, s3 is set")
 	}

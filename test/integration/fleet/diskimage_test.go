@@ -205,22 +205,28 @@ func TestImageInUseCannotBeDeleted(t *testing.T) {
 		e, ok := imageEntry(f, cluster)
 		return ok && e.References == 2 && f.Status.Totals.References == 2
 	})
-	if e, _ := imageEntry(fdi, cluster); !contains(e.Users, "legacy/by-hand") || !contains(e.Users, "vms/desktop") {
-		t.Errorf("users %v, want legacy/by-hand and vms/desktop", e.Users)
+	// Both count; only the image's own namespace's VM is named: the other
+	// namespace's is never shown to this one.
+	if e, _ := imageEntry(fdi, cluster); contains(e.Users, "legacy/by-hand") || !contains(e.Users, "vms/desktop") {
+		t.Errorf("users %v, want vms/desktop and not legacy/by-hand", e.Users)
 	}
-	if c := meta.FindStatusCondition(fdi.Status.Conditions, fleetv1alpha1.ConditionInUse); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "legacy/by-hand") {
-		t.Errorf("InUse condition %+v does not name the users", c)
+	if c := meta.FindStatusCondition(fdi.Status.Conditions, fleetv1alpha1.ConditionInUse); c == nil || c.Status != metav1.ConditionTrue ||
+		!strings.Contains(c.Message, "vms/desktop; 1 of other namespaces") || strings.Contains(c.Message, "legacy") {
+		t.Errorf("InUse condition %+v does not name its namespace's users and count the others", c)
 	}
 
-	// Refused, with the counts and some users.
+	// Refused, with the counts and this namespace's users.
 	err := fleet.Hub.Client.Delete(t.Context(), fdi)
 	if err == nil || !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of an image in use: %v, want Forbidden", err)
 	}
-	for _, want := range []string{"2 VMs on 1 clusters", "legacy/by-hand", "vms/desktop"} {
+	for _, want := range []string{"2 VMs on 1 clusters", "vms/desktop", "1 of other namespaces"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not say %q", err, want)
 		}
+	}
+	if strings.Contains(err.Error(), "legacy") {
+		t.Errorf("refusal %q names another namespace's VM", err)
 	}
 
 	// Nothing uses it any more: deletion is allowed and removes it from
