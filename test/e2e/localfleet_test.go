@@ -3,7 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,10 +49,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 	begin := time.Now()
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	fleet, err = localfleet.Start(context.Background(), localfleet.Options{
 		SimulatorStepDelay: 100 * time.Millisecond,
 		LogDir:             logDir,
 		Progress:           os.Stderr,
+		GitRepos:           map[string]string{escapeRepo: filepath.Join(root, "test", "testdata", "git", "escape")},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the local fleet: %v\nArgo CD logs: %s\n", err, logDir)
@@ -141,6 +154,70 @@ func TestExamples(t *testing.T) {
 			if vm.Labels[fleetv1alpha1.LabelCluster] != c.Cluster {
 				t.Errorf("Server 2019 on %s: label %s=%q", c.Cluster, fleetv1alpha1.LabelCluster, vm.Labels[fleetv1alpha1.LabelCluster])
 			}
+		}
+	}
+}
+
+// escapeRepo is a git repository (test/testdata/git/escape) that tries to
+// reach past its namespace: a ClusterRoleBinding to cluster-admin and a
+// ConfigMap in kube-system beside its VM.
+const escapeRepo = "escape.git"
+
+// TestGitSourceConfined: a team's FleetVirtualMachine whose git repository
+// holds a ClusterRoleBinding to cluster-admin and a ConfigMap in
+// kube-system. Real Argo CD refuses the sync under the namespace's own
+// project, the FleetVM says why, and neither object, nor the VM, reaches
+// any cluster.
+func TestGitSourceConfined(t *testing.T) {
+	checkArgoCD(t)
+	ctx := t.Context()
+	const ns = "team-escape"
+	if err := tenantNamespace(ctx, fleet.Hub.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "escape"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Source:         &fleetv1alpha1.GitSource{RepoURL: fleet.GitRepoURLs[escapeRepo], Path: ".", TargetRevision: "main"},
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+		},
+	}
+	if err := fleet.Hub.Client.Create(ctx, fvm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Hub.Client.Delete(context.Background(), fvm) })
+	var got fleetv1alpha1.FleetVirtualMachine
+	err := fleetenv.Eventually(ctx, timeout, func() (bool, error) {
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(fvm), &got); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "is not permitted in project fleetvm-team-escape"), nil
+	})
+	if err != nil {
+		t.Fatalf("Delivered never said why the sync was refused: %v\nconditions: %+v", err, got.Status.Conditions)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
+	t.Logf("Delivered: %s", c.Message)
+	for _, want := range []string{"ClusterRoleBinding", "kube-system"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Delivered does not name %s: %q", want, c.Message)
+		}
+	}
+	for _, s := range fleet.Spokes {
+		err := s.Client.Get(ctx, client.ObjectKey{Name: "escape-cluster-admin"}, &rbacv1.ClusterRoleBinding{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: ClusterRoleBinding escape-cluster-admin: %v, want none", s.Name, err)
+		}
+		err = s.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "escape"}, &corev1.ConfigMap{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: ConfigMap kube-system/escape: %v, want none", s.Name, err)
+		}
+		err = s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "escape"}, &kubevirtv1.VirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the VM was synced beside the refused objects: %v", s.Name, err)
 		}
 	}
 }

@@ -16,38 +16,41 @@ import (
 // GitRepoName is the name of the git repository the local fleet serves.
 const GitRepoName = "fleetvm-examples.git"
 
-// gitRepo serves, on loopback, a git repository made from a folder of the
-// FleetVM repository (examples/git): one commit on branch main, served
-// over git's smart HTTP protocol by `git http-backend`, the server side
-// that ships with git. Argo CD's repo server clones it as it would any
-// remote repository.
+// gitRepo serves, on loopback, git repositories made from folders of the
+// FleetVM repository (examples/git, and test data): one commit on branch
+// main each, served over git's smart HTTP protocol by `git http-backend`,
+// the server side that ships with git. Argo CD's repo server clones them as
+// it would any remote repository.
 type gitRepo struct {
-	// URL is the repository's clone URL.
-	URL    string
+	// URLs are the repositories' clone URLs by name ("<name>.git").
+	URLs   map[string]string
 	server *http.Server
 }
 
-// serveGit commits the files under src into a bare repository in dir and
-// serves it on addr (127.0.0.1:0 picks a free port).
-func serveGit(src, dir, addr string) (*gitRepo, error) {
+// serveGit commits the files of each folder of repos (repository name →
+// folder) into a bare repository in dir and serves them on addr
+// (127.0.0.1:0 picks a free port).
+func serveGit(repos map[string]string, dir, addr string) (*gitRepo, error) {
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git sources need git on PATH (Argo CD's repo server runs it too): %w", err)
 	}
-	work := filepath.Join(dir, "work")
 	root := filepath.Join(dir, "served")
-	if err := copyTree(src, work); err != nil {
-		return nil, err
-	}
-	for _, args := range [][]string{
-		{"init", "--quiet", "--initial-branch=main", work},
-		{"-C", work, "add", "--all"},
-		{"-C", work, "-c", "user.name=FleetVM local fleet", "-c", "user.email=localfleet@fleetvm.invalid",
-			"commit", "--quiet", "--no-gpg-sign", "-m", "FleetVM examples"},
-		{"clone", "--quiet", "--bare", work, filepath.Join(root, GitRepoName)},
-	} {
-		if err := runGit(gitPath, args...); err != nil {
+	for name, src := range repos {
+		work := filepath.Join(dir, "work", name)
+		if err := copyTree(src, work); err != nil {
 			return nil, err
+		}
+		for _, args := range [][]string{
+			{"init", "--quiet", "--initial-branch=main", work},
+			{"-C", work, "add", "--all"},
+			{"-C", work, "-c", "user.name=FleetVM local fleet", "-c", "user.email=localfleet@fleetvm.invalid",
+				"commit", "--quiet", "--no-gpg-sign", "-m", "FleetVM " + name},
+			{"clone", "--quiet", "--bare", work, filepath.Join(root, name)},
+		} {
+			if err := runGit(gitPath, args...); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -63,9 +66,9 @@ func serveGit(src, dir, addr string) (*gitRepo, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/git/", backend)
-	g := &gitRepo{
-		URL:    fmt.Sprintf("http://%s/git/%s", l.Addr(), GitRepoName),
-		server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+	g := &gitRepo{URLs: map[string]string{}, server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	for name := range repos {
+		g.URLs[name] = fmt.Sprintf("http://%s/git/%s", l.Addr(), name)
 	}
 	go func() { _ = g.server.Serve(l) }()
 	return g, nil

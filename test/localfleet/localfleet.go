@@ -103,6 +103,9 @@ type Options struct {
 	// GitAddr is where the git server listens; 127.0.0.1:0 (a free port)
 	// when empty.
 	GitAddr string
+	// GitRepos are more git repositories to serve beside examples/git:
+	// repository name ("<name>.git") → folder (tests serve test data).
+	GitRepos map[string]string
 	// GracePeriod is fleetvm-hub's --removal-grace-period; 1m when 0.
 	GracePeriod time.Duration
 	// SimulatorStepDelay is the KubeVirt simulator's delay between status
@@ -126,8 +129,10 @@ type Fleet struct {
 	HubKubeconfig string
 	// ChartRepoURL is the Helm repository serving the fleetvm-vm chart.
 	ChartRepoURL string
-	// GitRepoURL is the git repository serving examples/git.
-	GitRepoURL string
+	// GitRepoURL is the git repository serving examples/git; GitRepoURLs
+	// those of Options.GitRepos, by name.
+	GitRepoURL  string
+	GitRepoURLs map[string]string
 	// LogDir holds the Argo CD components' logs.
 	LogDir string
 	// HubConfig is the configuration fleetvm-hub runs with.
@@ -226,10 +231,14 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 		return f, err
 	}
 	f.ChartRepoURL = f.chart.URL
-	if f.git, err = serveGit(filepath.Join(root, "examples", "git"), filepath.Join(env.Dir(), "git"), opts.GitAddr); err != nil {
+	repos := map[string]string{GitRepoName: filepath.Join(root, "examples", "git")}
+	for name, dir := range opts.GitRepos {
+		repos[name] = dir
+	}
+	if f.git, err = serveGit(repos, filepath.Join(env.Dir(), "git"), opts.GitAddr); err != nil {
 		return f, err
 	}
-	f.GitRepoURL = f.git.URL
+	f.GitRepoURL, f.GitRepoURLs = f.git.URLs[GitRepoName], f.git.URLs
 
 	progress("starting Argo CD: Redis (miniredis), repo server, application controller, ApplicationSet controller (logs in %s)", f.LogDir)
 	if err := installArgoCD(ctx, env.Hub.Client, ArgoNamespace); err != nil {
