@@ -53,12 +53,6 @@ func (f *Fleet) RegisterManagedCluster(ctx context.Context, mc ManagedCluster) e
 	return SetClusterAvailable(ctx, c, mc.Name, metav1.ConditionTrue)
 }
 
-// managedCluster reads a ManagedCluster.
-func (f *Fleet) managedCluster(ctx context.Context, name string) (*clusterv1.ManagedCluster, error) {
-	mc := &clusterv1.ManagedCluster{}
-	return mc, f.Hub.Client.Get(ctx, client.ObjectKey{Name: name}, mc)
-}
-
 // SetClusterAvailable sets the ManagedCluster's Available condition and, as
 // the OCM registration controller does, the matching taint: unreachable
 // (Unknown) or unavailable (False). True removes both taints.

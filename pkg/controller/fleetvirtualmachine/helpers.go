@@ -97,10 +97,3 @@ func sortedCopy(in []string) []string {
 	slices.Sort(out)
 	return out
 }
-
-func defaultString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}

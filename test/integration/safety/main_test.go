@@ -39,6 +39,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 const (
@@ -61,7 +62,7 @@ var (
 	vms = &deletions{}
 	// fleetVM is FleetVM on the fleet: its agents can be stopped and
 	// started, its Argo CD cluster secrets made again.
-	fleetVM *fleetenv.RunningFleetVM
+	fleetVM *fleetrun.FleetVM
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -118,7 +119,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 		}
 	}
 	var err error
-	fleetVM, err = f.RunFleetVM(ctx, fleetenv.FleetVMOptions{
+	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
 	})

@@ -33,6 +33,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 const (
@@ -42,7 +43,7 @@ const (
 
 var (
 	fleet   *fleetenv.Fleet
-	fleetVM *fleetenv.RunningFleetVM
+	fleetVM *fleetrun.FleetVM
 	// alice may manage FleetVirtualMachines and FleetDiskImages in team-a,
 	// bob in team-b; hubUser holds fleetvm-hub's ClusterRole as generated
 	// (deploy/rbac/role.yaml). Each is an impersonated client of the hub.
@@ -104,7 +105,7 @@ func setup(ctx context.Context, f *fleetenv.Fleet) error {
 		}
 	}
 	var err error
-	fleetVM, err = f.RunFleetVM(ctx, fleetenv.FleetVMOptions{ArgoNamespace: argoNS, Logger: agenttest.Logger(), CapacityDebounce: 200 * time.Millisecond})
+	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{ArgoNamespace: argoNS, Logger: agenttest.Logger(), CapacityDebounce: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}

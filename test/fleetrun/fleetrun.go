@@ -1,4 +1,8 @@
-package fleetenv
+// Package fleetrun runs FleetVM on a test fleet (test/fleetenv): fleetvm-hub's
+// reconcilers, the delivery stand-in in place of Argo CD, and one
+// fleetvm-agent per spoke with the KubeVirt simulator. It is apart from
+// fleetenv because it imports the agent, whose own tests use fleetenv.
+package fleetrun
 
 import (
 	"context"
@@ -10,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -20,10 +25,11 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/deliverysim"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
-// FleetVMOptions configure RunFleetVM.
-type FleetVMOptions struct {
+// Options configure Run.
+type Options struct {
 	// ArgoNamespace is the Argo CD namespace ("argocd" when empty).
 	ArgoNamespace string
 	// GracePeriod is fleetvm-hub's removal grace period (its default when 0).
@@ -37,14 +43,14 @@ type FleetVMOptions struct {
 	CapacityDebounce, CapacityResync, ScoreValidity time.Duration
 }
 
-// RunningFleetVM is FleetVM running on a fleet, as RunFleetVM started it.
-type RunningFleetVM struct {
+// FleetVM is FleetVM running on a fleet, as Run started it.
+type FleetVM struct {
 	// Argo renders ApplicationSets with Argo CD's code and makes Argo CD
 	// cluster secrets.
 	Argo *appsetsim.Sim
 
-	f    *Fleet
-	opts FleetVMOptions
+	f    *fleetenv.Fleet
+	opts Options
 	ctx  context.Context
 
 	mu     sync.Mutex
@@ -53,21 +59,21 @@ type RunningFleetVM struct {
 	wg     sync.WaitGroup
 }
 
-// RunFleetVM starts FleetVM on the fleet until ctx ends: fleetvm-hub's
+// Run starts FleetVM on the fleet until ctx ends: fleetvm-hub's
 // reconcilers (not its webhooks: ServeWebhooks), the delivery stand-in in
 // place of Argo CD, and on every spoke fleetvm-agent, with the identity and
 // hub permissions the addon grants it and the KubeVirt simulator. Every
 // spoke must be registered (RegisterManagedCluster); its Argo CD cluster
 // secret is created here with the ManagedCluster's labels. Wait returns
 // once the agents stopped.
-func (f *Fleet) RunFleetVM(ctx context.Context, opts FleetVMOptions) (*RunningFleetVM, error) {
+func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error) {
 	if opts.ArgoNamespace == "" {
 		opts.ArgoNamespace = "argocd"
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	r := &RunningFleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
+	r := &FleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
 	var err error
 	if r.Argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, opts.ArgoNamespace); err == nil {
 		err = r.Argo.Setup(ctx)
@@ -75,7 +81,7 @@ func (f *Fleet) RunFleetVM(ctx context.Context, opts FleetVMOptions) (*RunningFl
 	if err != nil {
 		return nil, err
 	}
-	root, err := RepoRoot()
+	root, err := fleetenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -120,17 +126,17 @@ func (f *Fleet) RunFleetVM(ctx context.Context, opts FleetVMOptions) (*RunningFl
 
 // ClusterSecret creates the Argo CD cluster secret of a registered
 // cluster, labelled with its ManagedCluster's labels, as GitOpsCluster does.
-func (r *RunningFleetVM) ClusterSecret(ctx context.Context, cluster string) error {
-	mc, err := r.f.managedCluster(ctx, cluster)
-	if err != nil {
+func (r *FleetVM) ClusterSecret(ctx context.Context, cluster string) error {
+	mc := &clusterv1.ManagedCluster{}
+	if err := r.f.Hub.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
 		return fmt.Errorf("cluster secret of %s: %w", cluster, err)
 	}
 	return r.Argo.ClusterSecret(ctx, cluster, mc.Labels)
 }
 
 // StartAgent runs the cluster's agent (and simulator) until the context of
-// RunFleetVM ends or StopAgent.
-func (r *RunningFleetVM) StartAgent(cluster string) error {
+// Run ends or StopAgent.
+func (r *FleetVM) StartAgent(cluster string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.agents[cluster] != nil {
@@ -164,14 +170,14 @@ func (r *RunningFleetVM) StartAgent(cluster string) error {
 
 // AgentHubConfig is the hub credentials of the cluster's agent (after
 // StartAgent): its registration identity, with the addon's permissions.
-func (r *RunningFleetVM) AgentHubConfig(cluster string) *rest.Config {
+func (r *FleetVM) AgentHubConfig(cluster string) *rest.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.hubCfg[cluster]
 }
 
 // StopAgent stops the cluster's agent (its simulator with it).
-func (r *RunningFleetVM) StopAgent(cluster string) {
+func (r *FleetVM) StopAgent(cluster string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cancel := r.agents[cluster]; cancel != nil {
@@ -181,4 +187,4 @@ func (r *RunningFleetVM) StopAgent(cluster string) {
 }
 
 // Wait returns once every agent has stopped.
-func (r *RunningFleetVM) Wait() { r.wg.Wait() }
+func (r *FleetVM) Wait() { r.wg.Wait() }
