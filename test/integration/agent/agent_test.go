@@ -70,14 +70,14 @@ func TestVMsOnTwoClusters(t *testing.T) {
 	}
 
 	for _, s := range f.Spokes {
-		vm := agenttest.VM("apps", "web", agenttest.FleetVM("team", "web"), agenttest.Resources("2", "4Gi"),
+		vm := agenttest.VM("apps", "web", agenttest.FleetVM("apps", "web"), agenttest.Resources("2", "4Gi"),
 			agenttest.ContainerDisk("root", fedora))
 		if err := s.Client.Create(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, s := range f.Spokes {
-		r := waitReport(t, s.Name, "team.web", func(r *fleetv1alpha1.VMReport) bool {
+		r := waitReport(t, s.Name, "apps.web", func(r *fleetv1alpha1.VMReport) bool {
 			return len(r.Spec.VMs) == 1 && r.Spec.VMs[0].Ready
 		})
 		vm := &kubevirtv1.VirtualMachine{}
@@ -93,7 +93,7 @@ func TestVMsOnTwoClusters(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: VM state (-want,+got):\n%s", s.Name, diff)
 		}
-		if diff := cmp.Diff(fleetv1alpha1.FleetVMReference{Namespace: "team", Name: "web"}, r.Spec.FleetVM); diff != "" {
+		if diff := cmp.Diff(fleetv1alpha1.FleetVMReference{Namespace: "apps", Name: "web"}, r.Spec.FleetVM); diff != "" {
 			t.Errorf("%s: fleetVM (-want,+got):\n%s", s.Name, diff)
 		}
 		// The virt-launcher pod holds 2 CPUs: three VMs fit now.
@@ -111,7 +111,7 @@ func TestVMsOnTwoClusters(t *testing.T) {
 		}
 	}
 	for _, s := range f.Spokes {
-		r := waitReport(t, s.Name, "team.web", func(r *fleetv1alpha1.VMReport) bool {
+		r := waitReport(t, s.Name, "apps.web", func(r *fleetv1alpha1.VMReport) bool {
 			return len(r.Spec.VMs) == 1 && r.Spec.VMs[0].PrintableStatus == "Stopped"
 		})
 		if got := r.Spec.VMs[0]; got.Ready || got.Node != "" || len(got.IPAddresses) != 0 || got.RunStrategy != "Halted" {
