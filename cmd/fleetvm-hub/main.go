@@ -110,7 +110,7 @@ func main() {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 hub.Scheme(),
-		Cache:                  hub.CacheOptions(),
+		Cache:                  hub.CacheOptions(c.ArgoNamespace),
 		Client:                 hub.ClientOptions(),
 		Metrics:                metricsOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,

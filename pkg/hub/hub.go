@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -67,12 +68,22 @@ type Options struct {
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size.
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
-// ConfigMaps), not every ConfigMap of the hub.
-func CacheOptions() cache.Options {
+// ConfigMaps), not every ConfigMap of the hub. The kinds FleetVM keeps in
+// Argo CD's namespace are cached only there: its RBAC there is a Role.
+func CacheOptions(argoNamespace string) cache.Options {
+	argo := cache.ByObject{Namespaces: map[string]cache.Config{argoNamespace: {}}}
+	gitOpsCluster := &unstructured.Unstructured{}
+	gitOpsCluster.SetGroupVersionKind(fleetvirtualmachine.GitOpsClusterGVK)
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+			&clusterv1beta1.Placement{}:         argo,
+			&clusterv1beta1.PlacementDecision{}: argo,
+			&argov1alpha1.ApplicationSet{}:      argo,
+			&argov1alpha1.Application{}:         argo,
+			&argov1alpha1.AppProject{}:          argo,
+			gitOpsCluster:                       argo,
+			&corev1.ConfigMap{}:                 {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 			// Only FleetVM's ManifestWorks (disk images), not the addons'.
 			&workv1.ManifestWork{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		},

@@ -97,7 +97,7 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(),
+		Cache:      hub.CacheOptions(opts.ArgoNamespace),
 		Client:     hub.ClientOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Logger:     opts.Logger,

@@ -71,15 +71,19 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleetvm.io,resources=vmreports,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetdiskimages,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=placements,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=placementdecisions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersetbindings,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersetbindings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersets/bind,verbs=create
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclustersets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps.open-cluster-management.io,resources=gitopsclusters,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;update;patch;delete
+
+// In Argo CD's namespace only (a Role there; the chart puts it in
+// argocd.namespace, and the manager caches these kinds only there):
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,namespace=argocd,resources=placements,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,namespace=argocd,resources=placementdecisions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,namespace=argocd,resources=managedclustersetbindings,verbs=create;delete
+// +kubebuilder:rbac:groups=apps.open-cluster-management.io,namespace=argocd,resources=gitopsclusters,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applicationsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

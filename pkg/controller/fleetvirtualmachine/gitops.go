@@ -50,6 +50,10 @@ type deliveryTarget struct {
 	Environment string `json:"environment"`
 }
 
+// GitOpsClusterGVK is the GitOpsCluster kind FleetVM writes (as
+// unstructured: its Go types bring the whole of multicloud-integrations).
+var GitOpsClusterGVK = gitOpsClusterGVK
+
 var gitOpsClusterGVK = schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"}
 
 // ensureSharedGitOps makes sure each cluster set the FleetVirtualMachine uses

@@ -21,7 +21,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
-// +kubebuilder:rbac:groups=argoproj.io,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
 
 // forbiddenError is a spec the FleetVirtualMachine's namespace may not

@@ -90,7 +90,7 @@ func start() (*env, error) {
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions(),
+		Cache:   hub.CacheOptions(argoNS),
 		Client:  hub.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  agenttest.Logger(),

@@ -7,21 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
@@ -35,35 +29,12 @@ type hubProcess struct {
 	exited     error
 }
 
-// grantHubRBAC gives the hub's user fleetvm-hub's own ClusterRole, as
-// generated from the code markers (deploy/rbac/role.yaml): the benchmark
-// runs the hub with the permissions it ships with.
+// grantHubRBAC gives the hub's user fleetvm-hub's own ClusterRole and
+// Argo CD namespace Role, as generated from the code markers
+// (deploy/rbac/role.yaml): the benchmark runs the hub with the permissions
+// it ships with.
 func grantHubRBAC(ctx context.Context, admin client.Client) error {
-	root, err := fleetenv.RepoRoot()
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", "role.yaml"))
-	if err != nil {
-		return err
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		return fmt.Errorf("decode deploy/rbac/role.yaml: %w", err)
-	}
-	role.Name = "fleetvm-bench-hub"
-	if err := admin.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ClusterRole %s: %w", role.Name, err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: hubUser}},
-	}
-	if err := admin.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ClusterRoleBinding %s: %w", binding.Name, err)
-	}
-	return nil
+	return fleetenv.GrantHubRBAC(ctx, admin, "fleetvm-bench-hub", hubUser, argoNS)
 }
 
 // writeKubeconfig writes a kubeconfig file for cfg.

@@ -3,7 +3,6 @@ package chart
 import (
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -197,8 +196,8 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions", "ClusterRole/fleetvm-hub-metrics-reader", "ClusterRole/fleetvm-hub-webhook-cert",
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions", "ClusterRoleBinding/fleetvm-hub-webhook-cert",
 			"Deployment/fleetvm-hub",
-			"Role/fleetvm-hub-leader-election", "Role/fleetvm-hub-webhook-cert",
-			"RoleBinding/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub-webhook-cert",
+			"Role/fleetvm-hub", "Role/fleetvm-hub-leader-election", "Role/fleetvm-hub-webhook-cert",
+			"RoleBinding/fleetvm-hub", "RoleBinding/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub-webhook-cert",
 			"Secret/fleetvm-hub-webhook-cert",
 			"Service/fleetvm-hub-metrics", "Service/fleetvm-hub-webhook",
 			"ServiceAccount/fleetvm-hub",
@@ -210,7 +209,7 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions",
 			"Deployment/fleetvm-hub",
 			"Issuer/fleetvm-hub-selfsigned",
-			"Role/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub-leader-election",
+			"Role/fleetvm-hub", "Role/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub", "RoleBinding/fleetvm-hub-leader-election",
 			"Service/fleetvm-hub-metrics", "Service/fleetvm-hub-webhook",
 			"ServiceAccount/fleetvm-hub",
 			"ValidatingWebhookConfiguration/fleetvm-hub",
@@ -220,7 +219,7 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRole/prod-fleetvm-hub", "ClusterRole/prod-fleetvm-hub-agent-permissions", "ClusterRole/prod-fleetvm-hub-metrics-reader",
 			"ClusterRoleBinding/prod-fleetvm-hub", "ClusterRoleBinding/prod-fleetvm-hub-agent-permissions",
 			"Deployment/prod-fleetvm-hub",
-			"Role/prod-fleetvm-hub-leader-election", "RoleBinding/prod-fleetvm-hub-leader-election",
+			"Role/prod-fleetvm-hub", "Role/prod-fleetvm-hub-leader-election", "RoleBinding/prod-fleetvm-hub", "RoleBinding/prod-fleetvm-hub-leader-election",
 			"Service/prod-fleetvm-hub-metrics", "Service/prod-fleetvm-hub-webhook",
 			"ServiceAccount/prod-fleetvm-hub",
 			"ValidatingWebhookConfiguration/prod-fleetvm-hub",
@@ -235,7 +234,11 @@ func TestRenderedObjects(t *testing.T) {
 			var got, gotCRDs []string
 			for _, o := range r.objs {
 				got = append(got, o.GetKind()+"/"+o.GetName())
-				if ns := o.GetNamespace(); ns != "" && ns != rel.namespace {
+				// Only the hub's Role (and its binding) for Argo CD's
+				// objects lives outside the release namespace: in Argo
+				// CD's (TestRBACLeastPrivilege checks which).
+				argoRBAC := (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") && o.GetName() == rel.fullname()
+				if ns := o.GetNamespace(); ns != "" && ns != rel.namespace && !argoRBAC {
 					t.Errorf("%s/%s in namespace %s, want the release namespace %s", o.GetKind(), o.GetName(), ns, rel.namespace)
 				}
 				if o.GetLabels()["app.kubernetes.io/part-of"] != "fleetvm" {
@@ -424,16 +427,13 @@ extraArgs: [--kube-api-qps=5]
 // TestRBACLeastPrivilege: no wildcard anywhere, no binding to a role the
 // chart does not define (cluster-admin, admin, edit, ...), bindings only
 // for the chart's ServiceAccount, no cluster-wide access to Secrets, and
-// the hub's ClusterRole holds exactly the rules controller-gen generates
-// from the code's markers (files/role.yaml in the chart: the copy of
-// deploy/rbac/role.yaml that make manifests writes and make verify checks).
+// the hub's ClusterRole and its Role in Argo CD's namespace hold exactly
+// the rules controller-gen generates from the code's markers (files/role.yaml
+// in the chart: the copy of deploy/rbac/role.yaml that make manifests writes
+// and make verify checks), the Role only in argocd.namespace.
 func TestRBACLeastPrivilege(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir(t), "files", "role.yaml"))
+	generated, err := fleetenv.ReadHubRBAC(filepath.Join(chartDir(t), "files", "role.yaml"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var generated rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(b, &generated); err != nil {
 		t.Fatal(err)
 	}
 	for name, rel := range releases {
@@ -481,8 +481,25 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			if hubRole == nil || agentRole == nil {
 				t.Fatalf("ClusterRoles %s and %s-agent-permissions: got %v", rel.fullname(), rel.fullname(), slices.Collect(maps.Keys(roles)))
 			}
-			if diff := cmp.Diff(generated.Rules, hubRole.Rules); diff != "" {
+			if diff := cmp.Diff(generated.ClusterRole.Rules, hubRole.Rules); diff != "" {
 				t.Errorf("hub ClusterRole rules differ from the generated ones in files/role.yaml (-generated,+chart):\n%s", diff)
+			}
+			var argoRole *rbacv1.Role
+			for _, u := range r.ofKind("Role") {
+				if u.GetName() == rel.fullname() {
+					argoRole = convert[rbacv1.Role](t, u)
+				}
+			}
+			argoNS := args(t, d)["argocd-namespace"]
+			switch {
+			case argoRole == nil:
+				t.Errorf("no Role %s for Argo CD's namespace", rel.fullname())
+			case argoRole.Namespace != argoNS:
+				t.Errorf("Role %s is in namespace %q, want Argo CD's %q (the hub's --argocd-namespace)", argoRole.Name, argoRole.Namespace, argoNS)
+			default:
+				if diff := cmp.Diff(generated.ArgoRole.Rules, argoRole.Rules); diff != "" {
+					t.Errorf("hub Role rules differ from the generated ones in files/role.yaml (-generated,+chart):\n%s", diff)
+				}
 			}
 			// What the hub grants each agent, it must hold.
 			if diff := cmp.Diff(addon.AgentHubRules(), agentRole.Rules); diff != "" {

@@ -137,7 +137,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(),
+		Cache:      hub.CacheOptions(argoNS),
 		Client:     hub.ClientOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Logger:     agenttest.Logger(),

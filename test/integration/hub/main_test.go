@@ -101,7 +101,7 @@ func hubConfig() fleetvirtualmachine.Config {
 func startHub(ctx context.Context) error {
 	mgr, err := ctrl.NewManager(fleet.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions(),
+		Cache:   hub.CacheOptions(argoNS),
 		Client:  hub.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Tests restart the hub in one process.

@@ -48,7 +48,7 @@ func run(m *testing.M) int {
 	// collector reads what the cache holds.
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions(),
+		Cache:   hub.CacheOptions("argocd"),
 		Client:  hub.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
@@ -183,31 +181,11 @@ func impersonate(f *fleetenv.Fleet, user string) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: f.Scheme})
 }
 
-// hubIdentity returns a client of a user bound to fleetvm-hub's ClusterRole
+// hubIdentity returns a client of a user bound to fleetvm-hub's rights
 // exactly as generated from the code (deploy/rbac/role.yaml).
 func hubIdentity(ctx context.Context, f *fleetenv.Fleet) (client.Client, error) {
-	root, err := fleetenv.RepoRoot()
-	if err != nil {
+	if err := fleetenv.GrantHubRBAC(ctx, f.Hub.Client, "as-fleetvm-hub", "mallory-as-hub", argoNS); err != nil {
 		return nil, err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", "role.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		return nil, err
-	}
-	role.Name = "as-fleetvm-hub"
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "mallory-as-hub"}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := f.Hub.Client.Create(ctx, o); err != nil {
-			return nil, err
-		}
 	}
 	return impersonate(f, "mallory-as-hub")
 }
