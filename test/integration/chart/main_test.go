@@ -39,6 +39,14 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
+	// Argo CD is a prerequisite of the chart: its namespace exists before
+	// the install (the hub's Role for Argo CD's objects goes there).
+	for _, ns := range []string{"argocd", "openshift-gitops"} {
+		if err := f.Hub.EnsureNamespace(context.Background(), ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	shared = f
 	return m.Run()
 }
