@@ -57,6 +57,7 @@ require (
 	k8s.io/cli-runtime v0.34.10
 	k8s.io/client-go v0.34.10
 	k8s.io/component-base v0.34.10
+	k8s.io/component-helpers v0.34.10
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	kubevirt.io/api v1.7.0
@@ -275,7 +276,6 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiserver v0.34.10 // indirect
-	k8s.io/component-helpers v0.34.10 // indirect
 	k8s.io/controller-manager v0.34.0 // indirect
 	k8s.io/kms v0.34.10 // indirect
 	k8s.io/kube-aggregator v0.34.3 // indirect

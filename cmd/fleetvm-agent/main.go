@@ -16,7 +16,6 @@ import (
 
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/agent/capacity"
-	"github.com/fleetvm/fleetvm/pkg/simulator"
 )
 
 func main() {
@@ -42,8 +41,6 @@ func run(args []string) error {
 	fs.StringVar(&spokeKubeconfig, "kubeconfig", "", "path of the managed cluster's kubeconfig; in-cluster config when empty")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8000", "address of /healthz and /readyz; 0 turns them off")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", "0", "address of the metrics endpoint; 0 turns it off")
-	fs.BoolVar(&opts.SimulateKubeVirt, "simulate-kubevirt", false, "also run the KubeVirt simulator (local fleet only, never on a real cluster)")
-	fs.DurationVar(&opts.SimulatorStepDelay, "simulator-step-delay", simulator.DefaultStepDelay, "delay between the KubeVirt simulator's status steps")
 	fs.DurationVar(&opts.CapacityDebounce, "capacity-debounce", capacity.DefaultDebounce, "delay between a change on the cluster and the capacity recomputation (at most 10s)")
 	fs.DurationVar(&opts.CapacityResync, "capacity-resync", capacity.DefaultResync, "longest time between two capacity computations")
 	fs.Float64Var(&qps, "kube-api-qps", 20, "queries per second to the managed cluster's API server")

@@ -1,8 +1,7 @@
 // Package agent runs the fleetvm agent of one managed cluster: it reads
 // nodes, pods and KubeVirt/CDI objects on its spoke and writes the
 // cluster's capacity score, VM reports and image inventory into the
-// cluster namespace on the hub. With SimulateKubeVirt it also runs the
-// KubeVirt simulator (local fleet only).
+// cluster namespace on the hub.
 package agent
 
 import (
@@ -38,7 +37,6 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
 	"github.com/fleetvm/fleetvm/pkg/agent/vmstatus"
-	"github.com/fleetvm/fleetvm/pkg/simulator"
 )
 
 // Options configure the agent.
@@ -55,11 +53,11 @@ type Options struct {
 	// MetricsBindAddress serves metrics; "0" or "" turns them off.
 	MetricsBindAddress string
 
-	// SimulateKubeVirt runs the KubeVirt simulator on the spoke too
-	// (local fleet and tests only).
-	SimulateKubeVirt bool
-	// SimulatorStepDelay is the simulator's delay between status steps.
-	SimulatorStepDelay time.Duration
+	// AlsoRun adds more controllers to the spoke manager before it
+	// starts. The product sets none; the local fleet and the tests add
+	// their KubeVirt simulator (test/simulator) this way, so that it runs
+	// beside the agent without being part of it.
+	AlsoRun func(spoke manager.Manager) error
 
 	// CapacityDebounce, CapacityResync and ScoreValidity tune the capacity
 	// score; the capacity package's defaults when 0.
@@ -172,9 +170,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err := inv.SetupWithManager(mgr, hub); err != nil {
 		return err
 	}
-	if opts.SimulateKubeVirt {
-		sim := simulator.New(simulator.Options{Client: mgr.GetClient(), StepDelay: opts.SimulatorStepDelay})
-		if err := sim.SetupWithManager(mgr); err != nil {
+	if opts.AlsoRun != nil {
+		if err := opts.AlsoRun(mgr); err != nil {
 			return err
 		}
 	}

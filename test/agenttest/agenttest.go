@@ -1,5 +1,6 @@
-// Package agenttest holds object builders and test-environment helpers
-// shared by the agent's and the KubeVirt simulator's tests.
+// Package agenttest holds object builders and test helpers shared by the
+// agent's and the KubeVirt simulator's tests. It needs no test
+// environment: unit tests that import it compile no API server.
 package agenttest
 
 import (
@@ -10,24 +11,41 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/pkg/hub"
 )
 
-// Scheme is the test environment's scheme (it includes KubeVirt and CDI).
-func Scheme() *runtime.Scheme { return fleetenv.DefaultScheme() }
+// Scheme knows every type a test fleet holds: fleetvm-hub's types
+// (Kubernetes, FleetVM, OCM, Argo CD), plus the ones only tests and spokes
+// use: apiextensions, OCM addons, KubeVirt and CDI. It is fleetenv's
+// scheme too, defined here so that unit tests need no test environment.
+func Scheme() *runtime.Scheme {
+	s := hub.Scheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		apiextensionsv1.AddToScheme,
+		addonv1alpha1.Install,
+		kubevirtv1.AddToScheme,
+		cdiv1beta1.AddToScheme,
+	} {
+		utilruntime.Must(add(s))
+	}
+	return s
+}
 
 // Logger discards logs unless FLEETENV_VERBOSE is set.
 func Logger() logr.Logger {

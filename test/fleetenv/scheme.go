@@ -4,32 +4,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 
-	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 )
 
-// DefaultScheme knows every type the fleet holds: fleetvm-hub's types
-// (Kubernetes, FleetVM, OCM, Argo CD), plus the ones only tests and spokes
-// use: apiextensions, OCM addons, KubeVirt and CDI.
-func DefaultScheme() *runtime.Scheme {
-	s := hub.Scheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		apiextensionsv1.AddToScheme,
-		addonv1alpha1.Install,
-		kubevirtv1.AddToScheme,
-		cdiv1beta1.AddToScheme,
-	} {
-		utilruntime.Must(add(s))
-	}
-	return s
-}
+// DefaultScheme knows every type the fleet holds (agenttest.Scheme).
+func DefaultScheme() *runtime.Scheme { return agenttest.Scheme() }
 
 func clientcmdConfig(name string, cfg *rest.Config) clientcmdapi.Config {
 	return clientcmdapi.Config{

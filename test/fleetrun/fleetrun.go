@@ -26,6 +26,7 @@ import (
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/deliverysim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 // Options configure Run.
@@ -161,7 +162,7 @@ func (r *FleetVM) StartAgent(cluster string) error {
 		defer r.wg.Done()
 		_ = agent.Run(ctx, agent.Options{
 			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
-			Logger: r.opts.Logger, SimulateKubeVirt: true,
+			Logger: r.opts.Logger, AlsoRun: simulator.RunBeside(0),
 			CapacityDebounce: r.opts.CapacityDebounce, CapacityResync: r.opts.CapacityResync, ScoreValidity: r.opts.ScoreValidity,
 		})
 	}()

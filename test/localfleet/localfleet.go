@@ -56,6 +56,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 // ArgoNamespace is where the local fleet's Argo CD runs.
@@ -461,7 +462,7 @@ func (f *Fleet) runAgent(ctx context.Context, cluster string, opts Options) erro
 		done <- agent.Run(ctx, agent.Options{
 			ClusterName: cluster, SpokeConfig: spokeCfg, HubConfig: hubCfg,
 			Logger:           opts.Logger.WithName("fleetvm-agent"),
-			SimulateKubeVirt: true, SimulatorStepDelay: opts.SimulatorStepDelay,
+			AlsoRun:          simulator.RunBeside(opts.SimulatorStepDelay),
 			CapacityDebounce: time.Second,
 		})
 	}()

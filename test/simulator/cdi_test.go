@@ -13,9 +13,9 @@ import (
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
-	"github.com/fleetvm/fleetvm/pkg/simulator"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 // goldenImage is what a ManifestWork delivers to a spoke for a disk image:

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
@@ -217,7 +216,7 @@ func (s *Simulator) pickNode(ctx context.Context, cpu, memory resource.Quantity)
 		return "", fmt.Errorf("list pods: %w", err)
 	}
 	all := append(pods.Items, s.assumedPods(pods.Items)...)
-	for _, f := range sortedByName(agentcapacity.FreeByNode(nodes.Items, all), func(f agentcapacity.Free) string { return f.Node }) {
+	for _, f := range sortedByName(roomByNode(nodes.Items, all), func(f nodeRoom) string { return f.Node }) {
 		if f.CPU.Cmp(cpu) >= 0 && f.Memory.Cmp(memory) >= 0 {
 			return f.Node, nil
 		}

@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
@@ -114,4 +115,12 @@ func (s *Simulator) vmsWith(ctx context.Context, keep func(*kubevirtv1.VirtualMa
 		}
 	}
 	return out
+}
+
+// RunBeside returns what fleetvm-agent's Options.AlsoRun takes: the
+// simulator on the agent's spoke manager, stepping every stepDelay.
+func RunBeside(stepDelay time.Duration) func(ctrl.Manager) error {
+	return func(mgr ctrl.Manager) error {
+		return New(Options{Client: mgr.GetClient(), StepDelay: stepDelay}).SetupWithManager(mgr)
+	}
 }

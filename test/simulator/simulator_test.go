@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
-	"github.com/fleetvm/fleetvm/pkg/simulator"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 const wait = 30 * time.Second

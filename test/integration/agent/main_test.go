@@ -17,9 +17,10 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent"
-	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 var (
@@ -93,7 +94,7 @@ func startAgents(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error)
 		go func() {
 			done <- agent.Run(ctx, agent.Options{
 				ClusterName: s.Name, SpokeConfig: s.Config, HubConfig: f.Hub.Config,
-				Logger: agenttest.Logger(), SimulateKubeVirt: true,
+				Logger: agenttest.Logger(), AlsoRun: simulator.RunBeside(0),
 				CapacityDebounce: 200 * time.Millisecond,
 			})
 		}()

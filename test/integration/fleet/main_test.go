@@ -23,12 +23,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetvm/fleetvm/pkg/agent"
-	"github.com/fleetvm/fleetvm/pkg/agent/agenttest"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/deliverysim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 const (
@@ -130,7 +131,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 		start("agent "+s.Name, func() error {
 			return agent.Run(ctx, agent.Options{
 				ClusterName: spoke.Name, SpokeConfig: spoke.Config, HubConfig: hubConfig,
-				Logger: agenttest.Logger(), SimulateKubeVirt: true,
+				Logger: agenttest.Logger(), AlsoRun: simulator.RunBeside(0),
 				CapacityDebounce: 200 * time.Millisecond,
 			})
 		})
