@@ -104,10 +104,36 @@ verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, w
 
 ##@ Test
 
+# Unit tests start no API server: everything outside test/ and hack/.
+# Integration tests (test/..., the benchmark smoke included) run real API
+# servers and the real OCM scheduler; e2e runs the local fleet with real
+# Argo CD.
+UNIT_PKGS        = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
+INTEGRATION_PKGS = $(shell $(GO) list ./test/... ./hack/... | grep -v /test/e2e)
+E2E_PKGS         = ./test/e2e/...
+UNIT_FLAGS      ?= -race
+
 .PHONY: test
-test: test-binaries ## Run all tests: unit, integration on real API servers, and the real OCM scheduler.
+test: test-binaries ## Run all tests: vet, unit (-race), integration on real API servers and the real OCM scheduler, e2e on the local fleet.
 	$(GO) vet ./...
+ifeq ($(PKGS),./...)
+	$(GO) test -count=1 $(UNIT_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(INTEGRATION_PKGS) $(E2E_PKGS)
+else
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
+endif
+
+.PHONY: test-unit
+test-unit: ## Unit tests only: no API server, with the race detector (well under a minute once built).
+	$(GO) test -count=1 $(UNIT_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: test-integration
+test-integration: test-binaries ## Integration tests: real kube-apiservers and etcd, the real OCM scheduler and work agents, the chart, the benchmark smoke.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(INTEGRATION_PKGS)
+
+.PHONY: test-e2e
+test-e2e: test-binaries ## End-to-end tests on the local fleet with real Argo CD.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_PKGS)
 
 .PHONY: bench-aggregation
 bench-aggregation: test-binaries ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
@@ -173,13 +199,23 @@ $(GOLANGCI_LINT):
 	@echo ">> building golangci-lint $(GOLANGCI_LINT_VERSION)"
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
+# With envtest's binaries already at hand (KUBEBUILDER_ASSETS, the envtest
+# convention), kube-apiserver and etcd are linked from there instead of built.
 $(KUBE_APISERVER): hack/tools/apiserver/go.mod
-	@echo ">> building kube-apiserver (first time: a few minutes)"
-	cd hack/tools/apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	@if [ -x "$(KUBEBUILDER_ASSETS)/kube-apiserver" ]; then \
+		echo ">> using $(KUBEBUILDER_ASSETS)/kube-apiserver (KUBEBUILDER_ASSETS)"; mkdir -p $(BIN); ln -sf "$(KUBEBUILDER_ASSETS)/kube-apiserver" $@; \
+	else \
+		echo ">> building kube-apiserver (first time: a few minutes)"; \
+		cd hack/tools/apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver; \
+	fi
 
 $(ETCD): hack/tools/etcd/go.mod
-	@echo ">> building etcd"
-	cd hack/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+	@if [ -x "$(KUBEBUILDER_ASSETS)/etcd" ]; then \
+		echo ">> using $(KUBEBUILDER_ASSETS)/etcd (KUBEBUILDER_ASSETS)"; mkdir -p $(BIN); ln -sf "$(KUBEBUILDER_ASSETS)/etcd" $@; \
+	else \
+		echo ">> building etcd"; \
+		cd hack/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3; \
+	fi
 
 $(HELM):
 	@echo ">> building helm $(HELM_VERSION)"
@@ -196,7 +232,8 @@ $(BIN)/shellcheck:
 	@command -v apt-get >/dev/null || { echo "shellcheck missing: install it (brew install shellcheck, dnf install ShellCheck, ...)"; exit 1; }
 	@echo ">> fetching Debian's shellcheck package into bin/"
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd $$tmp && \
-		{ apt-get download shellcheck || { echo "apt-get download failed: run 'sudo apt-get update' or install shellcheck"; exit 1; }; } && \
+		{ apt-get download shellcheck || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download shellcheck; } || \
+			{ echo "apt-get download failed: run 'sudo apt-get update' or install shellcheck"; exit 1; }; } && \
 		dpkg-deb -x shellcheck_*.deb x && install -m 0755 x/usr/bin/shellcheck $@
 
 $(KUBE_CONTROLLER_MANAGER): hack/tools/controllermanager/go.mod

@@ -34,9 +34,9 @@ func main() {
 	}
 	// self resolves the link to bin/pdeathsig-shim; the real binary sits in
 	// the same folder under the name the link was called by.
-	real := filepath.Join(filepath.Dir(self), filepath.Base(os.Args[0]))
-	if err := syscall.Exec(real, append([]string{real}, os.Args[1:]...), os.Environ()); err != nil {
-		fmt.Fprintf(os.Stderr, "pdeathsig: exec %s: %v\n", real, err)
+	target := filepath.Join(filepath.Dir(self), filepath.Base(os.Args[0]))
+	if err := syscall.Exec(target, append([]string{target}, os.Args[1:]...), os.Environ()); err != nil {
+		fmt.Fprintf(os.Stderr, "pdeathsig: exec %s: %v\n", target, err)
 		os.Exit(1)
 	}
 }

@@ -49,11 +49,10 @@ func Scheme() *runtime.Scheme {
 
 // Logger discards logs unless FLEETENV_VERBOSE is set.
 func Logger() logr.Logger {
-	w := io.Writer(io.Discard)
 	if os.Getenv("FLEETENV_VERBOSE") != "" {
-		w = os.Stderr
+		return zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
 	}
-	return zap.New(zap.WriteTo(w), zap.UseDevMode(true))
+	return zap.New(zap.WriteTo(io.Discard), zap.UseDevMode(true))
 }
 
 // VMOption changes a VM under construction.

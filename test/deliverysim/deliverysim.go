@@ -225,7 +225,6 @@ func (a *apps) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		return ctrl.Result{}, a.setSyncFailed(ctx, app, denied)
 	}
 	for _, o := range objs {
-		//nolint:staticcheck // client.Apply with unstructured objects is the simple form here.
 		if err := cluster.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, errors.Join(
 				fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err),

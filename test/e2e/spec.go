@@ -375,7 +375,7 @@ func poll(ctx context.Context, timeout time.Duration, check func(context.Context
 		if err != nil && ctx.Err() != nil {
 			// The deadline cut this check short: keep the reason of the
 			// previous one.
-			return false, nil
+			return false, nil //nolint:nilerr // keep polling: the deadline ends the wait, last holds the reason
 		}
 		last = err
 		return err == nil, nil

@@ -168,7 +168,7 @@ func MarkBindingsBound(ctx context.Context, c client.Client, namespace string) e
 				return nil
 			}
 			if err := c.Get(ctx, client.ObjectKey{Name: b.Spec.ClusterSet}, &clusterv1beta2.ManagedClusterSet{}); err != nil {
-				return nil // no set yet: the set's creation marks it later
+				return nil //nolint:nilerr // no set yet: the set's creation marks it later
 			}
 			meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
 				Type: clusterv1beta2.ClusterSetBindingBoundType, Status: metav1.ConditionTrue, Reason: "ClusterSetBound",

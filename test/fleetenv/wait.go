@@ -17,7 +17,7 @@ func Eventually(ctx context.Context, timeout time.Duration, cond func() (bool, e
 		ok, err := cond()
 		if err != nil {
 			last = err
-			return false, nil
+			return false, nil //nolint:nilerr // an error is a "not yet": the timeout reports the last one
 		}
 		return ok, nil
 	})

@@ -20,8 +20,8 @@ import (
 // the agent would promise room the "cluster" does not give, or the reverse.
 func TestRoomAgreesWithTheAgent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	q := func(max int, unit string) resource.Quantity {
-		return resource.MustParse(fmt.Sprintf("%d%s", rng.IntN(max), unit))
+	q := func(upTo int, unit string) resource.Quantity {
+		return resource.MustParse(fmt.Sprintf("%d%s", rng.IntN(upTo), unit))
 	}
 	for round := range 500 {
 		var nodes []corev1.Node

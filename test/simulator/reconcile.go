@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -215,7 +216,7 @@ func (s *Simulator) pickNode(ctx context.Context, cpu, memory resource.Quantity)
 	if err := s.client.List(ctx, &pods); err != nil {
 		return "", fmt.Errorf("list pods: %w", err)
 	}
-	all := append(pods.Items, s.assumedPods(pods.Items)...)
+	all := slices.Concat(pods.Items, s.assumedPods(pods.Items))
 	for _, f := range sortedByName(roomByNode(nodes.Items, all), func(f nodeRoom) string { return f.Node }) {
 		if f.CPU.Cmp(cpu) >= 0 && f.Memory.Cmp(memory) >= 0 {
 			return f.Node, nil

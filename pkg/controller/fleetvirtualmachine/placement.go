@@ -117,7 +117,7 @@ func stickyClusters(current []string, hasCurrent bool, delivered, decision []str
 			}
 		}
 		for _, c := range delivered {
-			if !slices.Contains(current, c) && !(scheduled && slices.Contains(decision, c)) {
+			if !slices.Contains(current, c) && (!scheduled || !slices.Contains(decision, c)) {
 				keep = false
 			}
 		}

@@ -50,11 +50,11 @@ func parseMetrics(r io.Reader) (samples, error) {
 func parseSample(line string) (sample, error) {
 	s := sample{labels: map[string]string{}}
 	rest := line
-	if i := strings.IndexAny(line, "{ "); i < 0 {
+	i := strings.IndexAny(line, "{ ")
+	if i < 0 {
 		return s, fmt.Errorf("metrics line %q: no value", line)
-	} else {
-		s.name, rest = line[:i], line[i:]
 	}
+	s.name, rest = line[:i], line[i:]
 	if strings.HasPrefix(rest, "{") {
 		rest = rest[1:]
 		for {

@@ -77,7 +77,10 @@ func newFleetVM(namespace, name string, i, clusters int) *fleetv1alpha1.FleetVir
 			},
 		}},
 	}
-	raw, _ := json.Marshal(vm)
+	raw, err := json.Marshal(vm)
+	if err != nil {
+		panic(err) // a literal of maps and strings always encodes
+	}
 	return &fleetv1alpha1.FleetVirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: fleetv1alpha1.FleetVirtualMachineSpec{

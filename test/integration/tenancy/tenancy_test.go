@@ -230,12 +230,12 @@ func TestForgedReports(t *testing.T) {
 	// The impostor triggers the agent; its report must still list only
 	// team-a's VM. A later change of the real VM is the marker that the
 	// agent has processed the impostor first (one worker, in order).
-	var real kubevirtv1.VirtualMachine
-	if err := spoke.Client.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "web"}, &real); err != nil {
+	var running kubevirtv1.VirtualMachine
+	if err := spoke.Client.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "web"}, &running); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"metadata":{"annotations":{"example.com/touched":"yes"}}}}}`))
-	if err := spoke.Client.Patch(ctx, &real, patch); err != nil {
+	if err := spoke.Client.Patch(ctx, &running, patch); err != nil {
 		t.Fatal(err)
 	}
 	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
@@ -250,7 +250,7 @@ func TestForgedReports(t *testing.T) {
 			}
 			// At or after the patch: delivery's self-heal may have
 			// reverted it since, which is a newer generation still.
-			seen = seen || vm.Generation >= real.Generation
+			seen = seen || vm.Generation >= running.Generation
 		}
 		return seen && len(r.Spec.VMs) == 1, nil
 	})
