@@ -27,6 +27,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
 	"github.com/fleetvm/fleetvm/pkg/agent/vmstatus"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 )
 
 // Agent stand-ins: one per managed cluster, in the harness process.
@@ -87,7 +88,7 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 		scores: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench-agent-scores"}),
 	}
-	counting := &countingClient{Client: hubClient, writes: &a.scoreWrites}
+	counting := agenttest.CountWrites(hubClient, func(agenttest.Write) { a.scoreWrites.Add(1) })
 	for i, name := range h.clusterNames {
 		nodes, pods := spokeCapacity(i)
 		objs := make([]client.Object, 0, len(nodes)+len(pods))
@@ -108,32 +109,6 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 		}
 	}
 	return a
-}
-
-// countingClient counts creates and status updates (the capacity
-// reconciler's only writes).
-type countingClient struct {
-	client.Client
-	writes *atomic.Int64
-}
-
-func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.writes.Add(1)
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c *countingClient) Status() client.SubResourceWriter {
-	return &countingStatus{SubResourceWriter: c.Client.Status(), writes: c.writes}
-}
-
-type countingStatus struct {
-	client.SubResourceWriter
-	writes *atomic.Int64
-}
-
-func (c *countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	c.writes.Add(1)
-	return c.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 // spokeCapacity makes the nodes and running pods of cluster i: 2-4 nodes of

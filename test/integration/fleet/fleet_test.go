@@ -20,6 +20,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 // vmSpec describes the inline template of a test FleetVirtualMachine.
@@ -104,21 +105,10 @@ func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	})
 }
 
-// waitFVM polls the FleetVirtualMachine until cond holds.
+// waitFVM polls the FleetVirtualMachine (as the admin) until cond holds.
 func waitFVM(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
 	t.Helper()
-	fvm := &fleetv1alpha1.FleetVirtualMachine{}
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
-			return false, err
-		}
-		return cond(fvm), nil
-	})
-	if err != nil {
-		b, _ := json.MarshalIndent(fvm.Status, "", "  ")
-		t.Fatalf("%s: %v\nstatus: %s", what, err, b)
-	}
-	return fvm
+	return fleetrun.WaitFVM(t, fleet.Hub.Client, key, wait, what, cond)
 }
 
 func conditionIs(fvm *fleetv1alpha1.FleetVirtualMachine, typ string, status metav1.ConditionStatus, reason string) bool {

@@ -297,21 +297,10 @@ func remove(t *testing.T, key client.ObjectKey) {
 	}
 }
 
-// waitFVM polls the FleetVirtualMachine until cond holds.
+// waitFVM polls the FleetVirtualMachine (as the admin) until cond holds.
 func waitFVM(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
 	t.Helper()
-	fvm := &fleetv1alpha1.FleetVirtualMachine{}
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
-			return false, err
-		}
-		return cond(fvm), nil
-	})
-	if err != nil {
-		b, _ := json.MarshalIndent(fvm.Status, "", "  ")
-		t.Fatalf("%s: %v\nstatus of %s: %s", what, err, key, b)
-	}
-	return fvm
+	return fleetrun.WaitFVM(t, fleet.Hub.Client, key, wait, what, cond)
 }
 
 // running tells whether the VM runs, ready, on exactly n placed clusters

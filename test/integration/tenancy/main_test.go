@@ -225,21 +225,10 @@ func newFVM(ns, name string) *fleetv1alpha1.FleetVirtualMachine {
 	}
 }
 
-// waitFVM polls a FleetVirtualMachine (as the admin) until cond holds.
+// waitFVM polls the FleetVirtualMachine (as the admin) until cond holds.
 func waitFVM(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
 	t.Helper()
-	fvm := &fleetv1alpha1.FleetVirtualMachine{}
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
-			return false, err
-		}
-		return cond(fvm), nil
-	})
-	if err != nil {
-		b, _ := json.MarshalIndent(fvm.Status, "", "  ")
-		t.Fatalf("%s: %v\nstatus of %s: %s", what, err, key, b)
-	}
-	return fvm
+	return fleetrun.WaitFVM(t, fleet.Hub.Client, key, wait, what, cond)
 }
 
 // remove deletes a FleetVirtualMachine as the admin when the test ends.

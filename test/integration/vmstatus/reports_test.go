@@ -26,13 +26,13 @@ type writeCounter struct {
 	writes map[string]int
 }
 
-func (w *writeCounter) count(obj client.Object) {
-	if _, ok := obj.(*fleetv1alpha1.VMReport); !ok {
+func (w *writeCounter) count(wr agenttest.Write) {
+	if _, ok := wr.Object.(*fleetv1alpha1.VMReport); !ok {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.writes[obj.GetName()]++
+	w.writes[wr.Object.GetName()]++
 }
 
 func (w *writeCounter) get(name string) int {
@@ -41,33 +41,7 @@ func (w *writeCounter) get(name string) int {
 	return w.writes[name]
 }
 
-func (w *writeCounter) wrap(c client.Client) client.Client { return &countingClient{Client: c, w: w} }
-
-// countingClient counts VMReport writes and passes everything on.
-type countingClient struct {
-	client.Client
-	w *writeCounter
-}
-
-func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.w.count(obj)
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	c.w.count(obj)
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c *countingClient) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-	c.w.count(obj)
-	return c.Client.Patch(ctx, obj, p, opts...)
-}
-
-func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	c.w.count(obj)
-	return c.Client.Delete(ctx, obj, opts...)
-}
+func (w *writeCounter) wrap(c client.Client) client.Client { return agenttest.CountWrites(c, w.count) }
 
 // TestReports runs the agent (without the simulator: the test plays
 // KubeVirt) against a hub and one spoke: a report appears, follows the

@@ -1,0 +1,31 @@
+package fleetrun
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// WaitFVM polls a FleetVirtualMachine through c until cond holds, for at
+// most timeout, and fails the test with what was awaited and the last
+// status seen.
+func WaitFVM(t testing.TB, c client.Reader, key client.ObjectKey, timeout time.Duration, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	err := fleetenv.Eventually(t.Context(), timeout, func() (bool, error) {
+		if err := c.Get(t.Context(), key, fvm); err != nil {
+			return false, err
+		}
+		return cond(fvm), nil
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(fvm.Status, "", "  ") //nolint:errchkjson // a status always encodes; this is a failure message
+		t.Fatalf("%s: %v\nstatus of %s: %s", what, err, key, b)
+	}
+	return fvm
+}
