@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -259,68 +258,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, fdi, patch))
 	}
 
-	prev := map[string]fleetv1alpha1.ImageClusterStatus{}
-	for _, c := range fdi.Status.Clusters {
-		prev[c.Cluster] = c
+	in := observed{
+		Now: now, Retention: DefaultRetention, Usage: usage, Wanted: wanted, Works: byCluster,
+		Previous: map[string]fleetv1alpha1.ImageClusterStatus{}, Untrusted: map[string]string{},
 	}
-	names := map[string]struct{}{}
-	for c := range wanted {
-		names[c] = struct{}{}
-	}
-	for c := range byCluster {
-		names[c] = struct{}{}
-	}
-	retention := DefaultRetention
 	if fdi.Spec.Retention != nil {
-		retention = fdi.Spec.Retention.Duration
+		in.Retention = fdi.Spec.Retention.Duration
 	}
-	var requeue time.Duration
+	for _, c := range fdi.Status.Clusters {
+		in.Previous[c.Cluster] = c
+	}
+	for cluster := range byCluster {
+		if why := r.unsure(ctx, cluster, usage.Inventories[cluster], now); why != "" {
+			in.Untrusted[cluster] = why
+		}
+	}
+	steps, requeue := plan(in)
+
 	var errs []error
-	entries := make([]fleetv1alpha1.ImageClusterStatus, 0, len(names))
-	for _, cluster := range slices.Sorted(maps.Keys(names)) {
-		e := fleetv1alpha1.ImageClusterStatus{Cluster: cluster, References: usage.ByCluster[cluster]}
-		for _, u := range usage.Users {
-			if strings.HasPrefix(u, cluster+": ") && len(e.Users) < 10 {
-				e.Users = append(e.Users, strings.TrimPrefix(u, cluster+": "))
-			}
-		}
-		_, want := wanted[cluster]
-		// Unset while in use; set once, when the copy is first seen unused,
-		// so the status does not change (and is not rewritten) on every pass.
+	entries := make([]fleetv1alpha1.ImageClusterStatus, 0, len(steps))
+	for _, s := range steps {
+		e := s.Entry
 		switch {
-		case want || e.References > 0:
-		case prev[cluster].LastReferencedTime != nil:
-			e.LastReferencedTime = prev[cluster].LastReferencedTime
-		default:
-			e.LastReferencedTime = &metav1.Time{Time: now.Truncate(time.Second)}
-		}
-		work := byCluster[cluster]
-		switch {
-		case work != nil && work.DeletionTimestamp != nil:
-			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, "removing the image from the cluster"
-		case !want && e.References == 0 && work != nil:
-			// A candidate for pruning: only with a fresh inventory from a
-			// reachable cluster, and only after the retention period.
-			if why := r.unsure(ctx, cluster, usage.Inventories[cluster], now); why != "" {
-				e.Phase, _, _ = importState(work)
-				e.Progress, e.Message = "", "unused, but not pruned: "+why
-				break
-			}
-			unusedFor := now.Sub(e.LastReferencedTime.Time)
-			if unusedFor < retention {
-				e.Phase, e.Progress, _ = importState(work)
-				e.Message = fmt.Sprintf("unused since %s; pruned after the retention period (%s)", e.LastReferencedTime.UTC().Format(time.RFC3339), retention)
-				requeue = minPositive(requeue, retention-unusedFor)
-				break
-			}
-			if err := r.Client.Delete(ctx, work); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("prune ManifestWork %s: %w", klog.KObj(work), err))
+		case s.Prune != nil:
+			if err := r.Client.Delete(ctx, s.Prune); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("prune ManifestWork %s: %w", klog.KObj(s.Prune), err))
 				continue
 			}
-			r.Recorder.Eventf(fdi, "Normal", "Pruned", "Removed from cluster %s: unused for %s (retention %s)", cluster, unusedFor.Truncate(time.Second), retention)
-			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, fmt.Sprintf("unused for longer than the retention period (%s); removing it", retention)
-		default:
-			got, err := r.ensureWork(ctx, fdi, cluster, work)
+			r.Recorder.Event(fdi, "Normal", "Pruned", s.PruneEvent)
+		case s.Ensure:
+			got, err := r.ensureWork(ctx, fdi, e.Cluster, byCluster[e.Cluster])
 			if err != nil {
 				errs = append(errs, err)
 				e.Phase, e.Message = fleetv1alpha1.ImagePhasePending, err.Error()
@@ -330,19 +297,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		entries = append(entries, e)
 	}
-
-	fdi.Status.ObservedGeneration = fdi.Generation
-	fdi.Status.Clusters = entries
-	fdi.Status.Totals = fleetv1alpha1.DiskImageTotals{Clusters: int32(len(entries)), References: usage.Total()}
-	var notReady []string
-	for _, e := range entries {
-		if e.Phase == fleetv1alpha1.ImagePhaseReady {
-			fdi.Status.Totals.Ready++
-		} else if _, want := wanted[e.Cluster]; want {
-			notReady = append(notReady, fmt.Sprintf("%s (%s)", e.Cluster, e.Phase))
-		}
-	}
-	setConditions(fdi, usage, notReady, len(wanted))
+	summarize(fdi, entries, usage, wanted)
 	if !equality.Semantic.DeepEqual(before.Status, fdi.Status) {
 		if err := r.Client.Status().Update(ctx, fdi); err != nil {
 			errs = append(errs, fmt.Errorf("update status of %s: %w", klog.KObj(fdi), err))
