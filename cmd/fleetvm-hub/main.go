@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/utils/clock"
@@ -80,93 +81,88 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
-	addonOpts.AgentImage = agentImage
-	if _, err := fleetaddon.ClusterManagementAddOn(addonOpts); err != nil && !disableAddon {
-		log.Error(err, "invalid addon settings")
-		os.Exit(1)
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		log.Error(err, "no hub kubeconfig")
-		os.Exit(1)
-	}
-	cfg.QPS, cfg.Burst = float32(qps), burst
-
-	webhookOpts := webhook.Options{Port: webhookPort, CertDir: certDir}
-	var rotator *certs.Rotator
-	if certOpts.Mode == certs.ModeSelfManaged && !disableWebhook {
-		// Uncached: the rotator gets one Secret and one webhook
-		// configuration by name, and must not watch every Secret.
-		c, err := client.New(cfg, client.Options{Scheme: hub.Scheme()})
-		if err == nil {
-			rotator, err = certs.NewRotator(c, clock.RealClock{}, ctrl.Log.WithName("webhook-certs"), certOpts)
+	// Everything after flags and logger fails one way: logged once, exit 1.
+	run := func() error {
+		addonOpts.AgentImage = agentImage
+		if _, err := fleetaddon.ClusterManagementAddOn(addonOpts); err != nil && !disableAddon {
+			return fmt.Errorf("invalid addon settings: %w", err)
 		}
+		cfg, err := ctrl.GetConfig()
 		if err != nil {
-			log.Error(err, "set up self-managed webhook certificates")
-			os.Exit(1)
+			return fmt.Errorf("no hub kubeconfig: %w", err)
 		}
-		webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, rotator.TLSOpt)
-	}
+		cfg.QPS, cfg.Burst = float32(qps), burst
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 hub.Scheme(),
-		Cache:                  hub.CacheOptions(c.ArgoNamespace),
-		Client:                 hub.ClientOptions(),
-		Metrics:                metricsOptions(metricsAddr, metricsSecure),
-		HealthProbeBindAddress: probeAddr,
-		WebhookServer:          webhook.NewServer(webhookOpts),
-		LeaderElection:         leaderElection,
-		LeaderElectionID:       "fleetvm-hub.fleetvm.io",
-	})
-	if err != nil {
-		log.Error(err, "create manager")
-		os.Exit(1)
-	}
-	ctx := ctrl.SetupSignalHandler()
-	if err := hub.SetupReconcilers(ctx, mgr, opts); err != nil {
-		log.Error(err, "set up reconcilers")
-		os.Exit(1)
-	}
-	if err := fleetmetrics.Register(mgr.GetCache()); err != nil {
-		log.Error(err, "register fleet metrics")
-		os.Exit(1)
-	}
-	if !disableWebhook {
-		if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace, ArgoNamespace: c.ArgoNamespace}); err != nil {
-			log.Error(err, "set up webhooks")
-			os.Exit(1)
+		webhookOpts := webhook.Options{Port: webhookPort, CertDir: certDir}
+		var rotator *certs.Rotator
+		if certOpts.Mode == certs.ModeSelfManaged && !disableWebhook {
+			// Uncached: the rotator gets one Secret and one webhook
+			// configuration by name, and must not watch every Secret.
+			c, err := client.New(cfg, client.Options{Scheme: hub.Scheme()})
+			if err == nil {
+				rotator, err = certs.NewRotator(c, clock.RealClock{}, ctrl.Log.WithName("webhook-certs"), certOpts)
+			}
+			if err != nil {
+				return fmt.Errorf("set up self-managed webhook certificates: %w", err)
+			}
+			webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, rotator.TLSOpt)
 		}
-	}
-	if rotator != nil {
-		if err := mgr.Add(rotator); err != nil {
-			log.Error(err, "set up self-managed webhook certificates")
-			os.Exit(1)
+
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:                 hub.Scheme(),
+			Cache:                  hub.CacheOptions(c.ArgoNamespace),
+			Client:                 hub.ClientOptions(),
+			Metrics:                metricsOptions(metricsAddr, metricsSecure),
+			HealthProbeBindAddress: probeAddr,
+			WebhookServer:          webhook.NewServer(webhookOpts),
+			LeaderElection:         leaderElection,
+			LeaderElectionID:       "fleetvm-hub.fleetvm.io",
+		})
+		if err != nil {
+			return fmt.Errorf("create manager: %w", err)
 		}
-		if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
-			log.Error(err, "add ready check")
-			os.Exit(1)
+		ctx := ctrl.SetupSignalHandler()
+		if err := hub.SetupReconcilers(ctx, mgr, opts); err != nil {
+			return fmt.Errorf("set up reconcilers: %w", err)
 		}
-	}
-	if !disableAddon {
-		// The addon manager runs on the elected leader only.
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return fleetaddon.Run(ctx, mgr.GetConfig(), addonOpts)
-		})); err != nil {
-			log.Error(err, "set up addon manager")
-			os.Exit(1)
+		if err := fleetmetrics.Register(mgr.GetCache()); err != nil {
+			return fmt.Errorf("register fleet metrics: %w", err)
 		}
+		if !disableWebhook {
+			if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace, ArgoNamespace: c.ArgoNamespace}); err != nil {
+				return fmt.Errorf("set up webhooks: %w", err)
+			}
+		}
+		if rotator != nil {
+			if err := mgr.Add(rotator); err != nil {
+				return fmt.Errorf("set up self-managed webhook certificates: %w", err)
+			}
+			if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
+				return fmt.Errorf("add ready check: %w", err)
+			}
+		}
+		if !disableAddon {
+			// The addon manager runs on the elected leader only.
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				return fleetaddon.Run(ctx, mgr.GetConfig(), addonOpts)
+			})); err != nil {
+				return fmt.Errorf("set up addon manager: %w", err)
+			}
+		}
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("add health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return fmt.Errorf("add ready check: %w", err)
+		}
+		log.Info("starting fleetvm-hub", "argocdNamespace", c.ArgoNamespace, "environmentLabel", c.EnvironmentLabel)
+		if err := mgr.Start(ctx); err != nil {
+			return fmt.Errorf("manager stopped: %w", err)
+		}
+		return nil
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "add health check")
-		os.Exit(1)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "add ready check")
-		os.Exit(1)
-	}
-	log.Info("starting fleetvm-hub", "argocdNamespace", c.ArgoNamespace, "environmentLabel", c.EnvironmentLabel)
-	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "manager stopped")
+	if err := run(); err != nil {
+		log.Error(err, "fleetvm-hub stopped")
 		os.Exit(1)
 	}
 }
