@@ -211,6 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.recordClusterChanges(fvm, before.Status, outcome)
 
 	// 5. Act.
+	var result ctrl.Result
 	var written *argov1alpha1.ApplicationSet
 	if appSetErr == nil && projectErr == nil {
 		var current *argov1alpha1.ApplicationSet
@@ -234,6 +235,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.adoptApplications(ctx, written, apps); err != nil {
 			errs = append(errs, err)
 		}
+		wait, err := r.refreshIfMissing(ctx, fvm, written, obs.Apps)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		result.RequeueAfter = wait
 	}
 	for _, c := range outcome.Remove {
 		// Only once the ApplicationSet as read no longer delivers there:
@@ -252,7 +258,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	r.alarms.set(req.NamespacedName, outcome.LookAgain)
-	return ctrl.Result{}, errors.Join(errs...)
+	if len(errs) > 0 {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	return result, nil
 }
 
 // deliveryTargets are the ApplicationSet's elements: every cluster the VM

@@ -1,0 +1,39 @@
+package fleetvirtualmachine
+
+import (
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+)
+
+// TestNextRefresh: Argo CD is asked to refresh only while a listed
+// Application is missing, not before refreshAfter, and not more often than
+// refreshEvery.
+func TestNextRefresh(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	present := map[string]*argov1alpha1.Application{"prod-a": {}}
+	stamp := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339) }
+	cases := map[string]struct {
+		listed      []string
+		since       time.Duration
+		last        string
+		wantRefresh bool
+		wantWait    time.Duration
+	}{
+		"nothing missing":                       {listed: []string{"prod-a"}, since: time.Hour},
+		"missing, one second short":             {listed: []string{"prod-a", "prod-b"}, since: refreshAfter - time.Second, wantWait: time.Second},
+		"missing for refreshAfter":              {listed: []string{"prod-a", "prod-b"}, since: refreshAfter, wantRefresh: true, wantWait: refreshEvery},
+		"asked 5 s ago":                         {listed: []string{"prod-b"}, since: time.Hour, last: stamp(5 * time.Second), wantWait: refreshEvery - 5*time.Second},
+		"asked refreshEvery ago":                {listed: []string{"prod-b"}, since: time.Hour, last: stamp(refreshEvery), wantRefresh: true, wantWait: refreshEvery},
+		"unreadable stamp: the first rule only": {listed: []string{"prod-b"}, since: time.Hour, last: "yesterday", wantRefresh: true, wantWait: refreshEvery},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			refresh, wait := nextRefresh(tc.listed, present, now.Add(-tc.since), tc.last, now)
+			if refresh != tc.wantRefresh || wait != tc.wantWait {
+				t.Errorf("refresh %v, wait %s; want %v, %s", refresh, wait, tc.wantRefresh, tc.wantWait)
+			}
+		})
+	}
+}
