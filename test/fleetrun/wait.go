@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -28,4 +30,21 @@ func WaitFVM(t testing.TB, c client.Reader, key client.ObjectKey, timeout time.D
 		t.Fatalf("%s: %v\nstatus of %s: %s", what, err, key, b)
 	}
 	return fvm
+}
+
+// Applications lists the Argo CD Applications of the FleetVirtualMachine
+// key, by cluster, as FleetVM labels them.
+func Applications(t testing.TB, c client.Reader, argoNamespace string, key client.ObjectKey) map[string]argov1alpha1.Application {
+	t.Helper()
+	var list argov1alpha1.ApplicationList
+	if err := c.List(t.Context(), &list, client.InNamespace(argoNamespace), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: key.Name, fleetv1alpha1.LabelFleetVMNamespace: key.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]argov1alpha1.Application{}
+	for _, a := range list.Items {
+		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
+	}
+	return out
 }

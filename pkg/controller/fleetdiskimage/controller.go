@@ -269,6 +269,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		in.Previous[c.Cluster] = c
 	}
 	for cluster := range byCluster {
+		// Only copies nothing uses are candidates for pruning.
+		if _, want := wanted[cluster]; want || usage.ByCluster[cluster] > 0 {
+			continue
+		}
 		if why := r.unsure(ctx, cluster, usage.Inventories[cluster], now); why != "" {
 			in.Untrusted[cluster] = why
 		}

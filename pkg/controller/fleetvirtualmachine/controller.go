@@ -499,12 +499,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// fleetVMsOnCluster maps a ManagedCluster to the FleetVirtualMachines whose
-// status lists it, through the status index.
-func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+// fleetVMsMatching lists the FleetVirtualMachines opts select (an index,
+// a namespace) as reconcile requests; what names the lookup in the log.
+func (r *Reconciler) fleetVMsMatching(ctx context.Context, what string, obj client.Object, opts ...client.ListOption) []reconcile.Request {
 	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexStatusCluster: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines on cluster", "cluster", obj.GetName())
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines "+what, "object", klog.KObj(obj))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -514,67 +514,38 @@ func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) [
 	return reqs
 }
 
+// fleetVMsOnCluster maps a ManagedCluster to the FleetVirtualMachines whose
+// status lists it, through the status index.
+func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.fleetVMsMatching(ctx, "on a cluster", obj, client.MatchingFields{IndexStatusCluster: obj.GetName()})
+}
+
 // fleetVMsOfSet maps a ManagedClusterSet to the FleetVirtualMachines that
 // select from it: a changed selector changes which clusters they want.
 func (r *Reconciler) fleetVMsOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set", "clusterSet", obj.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return r.fleetVMsMatching(ctx, "of a cluster set", obj, client.MatchingFields{IndexClusterSet: obj.GetName()})
 }
 
 // fleetVMsOfBinding maps a ManagedClusterSetBinding to the
 // FleetVirtualMachines of its namespace that select from its set: a
 // binding made or removed changes which clusters they may use.
 func (r *Reconciler) fleetVMsOfBinding(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClusterSet: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of a cluster set binding", "binding", klog.KObj(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return r.fleetVMsMatching(ctx, "of a cluster set binding", obj,
+		client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClusterSet: obj.GetName()})
 }
 
 // fleetVMsOfProject maps an AppProject to the FleetVirtualMachines whose
 // Applications run under it: one made, changed or deleted by hand changes
 // what they may deliver.
 func (r *Reconciler) fleetVMsOfProject(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexProject: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines of an AppProject", "project", klog.KObj(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return r.fleetVMsMatching(ctx, "of an AppProject", obj, client.MatchingFields{IndexProject: obj.GetName()})
 }
 
 // fleetVMsUsingImage maps a FleetDiskImage to the FleetVirtualMachines
 // that list it.
 func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
-		client.MatchingFields{fleetdiskimage.IndexDiskImage: client.ObjectKeyFromObject(obj).String()}); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines using a disk image", "image", klog.KObj(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return r.fleetVMsMatching(ctx, "using a disk image", obj, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{fleetdiskimage.IndexDiskImage: client.ObjectKeyFromObject(obj).String()})
 }
 
 // clusterChanged passes ManagedCluster updates that change what the status

@@ -31,6 +31,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 const (
@@ -215,17 +216,7 @@ func decided(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 // applications lists the Applications of a FleetVirtualMachine by cluster.
 func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[string]argov1alpha1.Application {
 	t.Helper()
-	var list argov1alpha1.ApplicationList
-	if err := fleet.Hub.Client.List(t.Context(), &list, client.InNamespace(argoNS), client.MatchingLabels{
-		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]argov1alpha1.Application{}
-	for _, a := range list.Items {
-		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
-	}
-	return out
+	return fleetrun.Applications(t, fleet.Hub.Client, argoNS, client.ObjectKeyFromObject(fvm))
 }
 
 func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {

@@ -404,17 +404,7 @@ func vmOn(t *testing.T, cluster string, vm types.NamespacedName) bool {
 // applications lists a FleetVirtualMachine's Applications by cluster.
 func applications(t *testing.T, key client.ObjectKey) map[string]argov1alpha1.Application {
 	t.Helper()
-	var list argov1alpha1.ApplicationList
-	if err := fleet.Hub.Client.List(t.Context(), &list, client.InNamespace(argoNS), client.MatchingLabels{
-		fleetv1alpha1.LabelFleetVMName: key.Name, fleetv1alpha1.LabelFleetVMNamespace: key.Namespace,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]argov1alpha1.Application{}
-	for _, a := range list.Items {
-		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
-	}
-	return out
+	return fleetrun.Applications(t, fleet.Hub.Client, argoNS, key)
 }
 
 // expectDeletions fails unless exactly want VMs of namespace ns were
