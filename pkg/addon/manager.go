@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +16,8 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // What the addon manager and EnsureHubObjects need on the hub.
@@ -111,7 +112,7 @@ func EnsureHubObjects(ctx context.Context, c client.Client, opts Options) error 
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: placement.Namespace}}
 	for _, obj := range []client.Object{ns, binding, placement} {
-		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := write.CreateOnly(ctx, c, obj); err != nil {
 			return fmt.Errorf("create %T %s: %w", obj, klog.KObj(obj), err)
 		}
 	}
@@ -122,7 +123,7 @@ func ensureCMA(ctx context.Context, c client.Client, want *addonv1alpha1.Cluster
 	var got addonv1alpha1.ClusterManagementAddOn
 	err := c.Get(ctx, client.ObjectKeyFromObject(want), &got)
 	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil {
+		if _, err := write.Ensure(ctx, c, want, nil); err != nil {
 			return fmt.Errorf("create ClusterManagementAddOn %s: %w", want.Name, err)
 		}
 		return nil
@@ -130,13 +131,12 @@ func ensureCMA(ctx context.Context, c client.Client, want *addonv1alpha1.Cluster
 	if err != nil {
 		return fmt.Errorf("get ClusterManagementAddOn %s: %w", want.Name, err)
 	}
-	if equality.Semantic.DeepEqual(got.Spec.AddOnMeta, want.Spec.AddOnMeta) &&
-		equality.Semantic.DeepEqual(got.Spec.InstallStrategy, want.Spec.InstallStrategy) {
-		return nil
-	}
-	got.Spec.AddOnMeta = want.Spec.AddOnMeta
-	got.Spec.InstallStrategy = want.Spec.InstallStrategy
-	if err := c.Update(ctx, &got); err != nil {
+	// Only what FleetVM defines is set: configuration an operator added to
+	// the spec stays.
+	if _, err := write.Mutate(ctx, c, &got, func() {
+		got.Spec.AddOnMeta = want.Spec.AddOnMeta
+		got.Spec.InstallStrategy = want.Spec.InstallStrategy
+	}); err != nil {
 		return fmt.Errorf("update ClusterManagementAddOn %s: %w", want.Name, err)
 	}
 	return nil

@@ -38,6 +38,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Mode says where the webhook's serving certificate comes from.
@@ -249,8 +251,7 @@ func (r *Rotator) Sync(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	if out.changed {
-		secret.Data = out.data
-		if err := r.client.Update(ctx, &secret); err != nil {
+		if _, err := write.Mutate(ctx, r.client, &secret, func() { secret.Data = out.data }); err != nil {
 			return time.Time{}, fmt.Errorf("update webhook certificate Secret %s: %w", key, err)
 		}
 		r.log.Info("webhook certificate renewed", "secret", key.String(), "newCA", out.newCA, "newCertificate", out.newCert, "notAfter", out.notAfter)
@@ -274,18 +275,16 @@ func (r *Rotator) ensureCABundle(ctx context.Context, bundle []byte) error {
 	if err := r.client.Get(ctx, types.NamespacedName{Name: r.opts.WebhookConfigName}, &vwc); err != nil {
 		return fmt.Errorf("get ValidatingWebhookConfiguration %s: %w", r.opts.WebhookConfigName, err)
 	}
-	changed := false
-	for i := range vwc.Webhooks {
-		if cc := &vwc.Webhooks[i].ClientConfig; !bytes.Equal(cc.CABundle, bundle) {
-			cc.CABundle = bundle
-			changed = true
+	changed, err := write.Mutate(ctx, r.client, &vwc, func() {
+		for i := range vwc.Webhooks {
+			vwc.Webhooks[i].ClientConfig.CABundle = bundle
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("write the CA bundle into ValidatingWebhookConfiguration %s: %w", vwc.Name, err)
 	}
 	if !changed {
 		return nil
-	}
-	if err := r.client.Update(ctx, &vwc); err != nil {
-		return fmt.Errorf("write the CA bundle into ValidatingWebhookConfiguration %s: %w", vwc.Name, err)
 	}
 	r.log.Info("CA bundle written into the webhook configuration", "validatingWebhookConfiguration", vwc.Name)
 	return nil

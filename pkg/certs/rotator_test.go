@@ -35,7 +35,7 @@ func testObjects() []client.Object {
 }
 
 // newTestRotator returns a Rotator on a fake client holding objs, and the
-// kinds of the objects it updated, in order.
+// kinds of the objects it updated or patched, in order.
 func newTestRotator(t *testing.T, objs ...client.Object) (*Rotator, *clocktesting.FakeClock, *[]string) {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -47,6 +47,10 @@ func newTestRotator(t *testing.T, objs ...client.Object) (*Rotator, *clocktestin
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			updates = append(updates, kindOf(obj))
 			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			updates = append(updates, kindOf(obj))
+			return c.Patch(ctx, obj, p, opts...)
 		},
 	}).Build()
 	clk := clocktesting.NewFakeClock(t0)

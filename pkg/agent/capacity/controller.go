@@ -25,6 +25,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Condition of the AddOnPlacementScore and its reasons.
@@ -146,31 +147,34 @@ func (r *Reconciler) shapes(ctx context.Context) ([]capacity.Shape, error) {
 
 func (r *Reconciler) publish(ctx context.Context, scores []clusterv1alpha1.AddOnPlacementScoreItem, cond metav1.Condition) error {
 	now := r.Clock.Now()
-	score := &clusterv1alpha1.AddOnPlacementScore{}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: fleetv1alpha1.CapacityScoreName}
-	err := r.Hub.Get(ctx, key, score)
-	switch {
+	want := &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{
+		Namespace: r.Namespace, Name: fleetv1alpha1.CapacityScoreName,
+		Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
+	}}
+	score := &clusterv1alpha1.AddOnPlacementScore{}
+	switch err := r.Hub.Get(ctx, key, score); {
 	case apierrors.IsNotFound(err):
-		score = &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.Namespace, Name: fleetv1alpha1.CapacityScoreName,
-			Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
-		}}
-		if err := r.Hub.Create(ctx, score); err != nil {
-			return fmt.Errorf("create AddOnPlacementScore %s: %w", key, err)
-		}
+		score = nil
 	case err != nil:
 		return fmt.Errorf("get AddOnPlacementScore %s: %w", key, err)
+	}
+	if out, err := write.Ensure(ctx, r.Hub, want, score); err != nil {
+		return fmt.Errorf("write AddOnPlacementScore %s: %w", key, err)
+	} else if out == write.Created {
+		score = want
 	}
 	if !NeedsWrite(&score.Status, scores, cond, now, r.validity()) {
 		return nil
 	}
+	before := score.DeepCopy()
 	cond.LastTransitionTime = metav1.NewTime(now)
 	meta.SetStatusCondition(&score.Status.Conditions, cond)
 	score.Status.Scores = scores
 	validUntil := metav1.NewTime(now.Add(r.validity()))
 	score.Status.ValidUntil = &validUntil
-	if err := r.Hub.Status().Update(ctx, score); err != nil {
-		return fmt.Errorf("update AddOnPlacementScore %s status: %w", key, err)
+	if _, err := write.Status(ctx, r.Hub, before, score); err != nil {
+		return fmt.Errorf("write AddOnPlacementScore %s status: %w", key, err)
 	}
 	return nil
 }
@@ -210,7 +214,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 			func(o, n *clusterv1alpha1.AddOnPlacementScore) bool {
 				return !apiequality.Semantic.DeepEqual(o.Status, n.Status)
 			}))).
-		Complete(r)
+		Complete(write.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("set up capacity controller: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Reconciler keeps the cluster's ImageInventory on the hub in step with
@@ -100,41 +101,31 @@ func (r *Reconciler) labels() map[string]string {
 func (r *Reconciler) write(ctx context.Context, want fleetv1alpha1.ImageInventorySpec) (time.Duration, error) {
 	now := r.now()
 	want.ObservedTime = &metav1.Time{Time: now.Truncate(time.Second)}
-	inv := &fleetv1alpha1.ImageInventory{}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: fleetv1alpha1.ImageInventoryName}
-	if err := r.Hub.Get(ctx, key, inv); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return 0, fmt.Errorf("get ImageInventory %s: %w", key, err)
+	got := &fleetv1alpha1.ImageInventory{}
+	switch err := r.Hub.Get(ctx, key, got); {
+	case apierrors.IsNotFound(err):
+		got = nil
+	case err != nil:
+		return 0, fmt.Errorf("get ImageInventory %s: %w", key, err)
+	default:
+		labelsOK := true
+		for k, v := range r.labels() {
+			labelsOK = labelsOK && got.Labels[k] == v
 		}
-		inv = &fleetv1alpha1.ImageInventory{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleetv1alpha1.ImageInventoryName, Labels: r.labels()},
-			Spec:       want,
-		}
-		if err := r.Hub.Create(ctx, inv); err != nil {
-			return 0, fmt.Errorf("create ImageInventory %s: %w", key, err)
-		}
-		return r.heartbeat(), nil
-	}
-	labelsOK := true
-	for k, v := range r.labels() {
-		labelsOK = labelsOK && inv.Labels[k] == v
-	}
-	if inv.Spec.ObservedTime != nil {
-		age := now.Sub(inv.Spec.ObservedTime.Time)
-		if labelsOK && apiequality.Semantic.DeepEqual(inv.Spec.Images, want.Images) && age < r.heartbeat() {
-			return r.heartbeat() - age, nil
+		if got.Spec.ObservedTime != nil {
+			age := now.Sub(got.Spec.ObservedTime.Time)
+			if labelsOK && apiequality.Semantic.DeepEqual(got.Spec.Images, want.Images) && age < r.heartbeat() {
+				return r.heartbeat() - age, nil
+			}
 		}
 	}
-	inv = inv.DeepCopy()
-	if inv.Labels == nil {
-		inv.Labels = map[string]string{}
+	inv := &fleetv1alpha1.ImageInventory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleetv1alpha1.ImageInventoryName, Labels: r.labels()},
+		Spec:       want,
 	}
-	for k, v := range r.labels() {
-		inv.Labels[k] = v
-	}
-	inv.Spec = want
-	if err := r.Hub.Update(ctx, inv); err != nil {
-		return 0, fmt.Errorf("update ImageInventory %s: %w", key, err)
+	if _, err := write.Ensure(ctx, r.Hub, inv, got); err != nil {
+		return 0, fmt.Errorf("write ImageInventory %s: %w", key, err)
 	}
 	return r.heartbeat(), nil
 }
@@ -155,7 +146,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 			predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == r.Namespace && o.GetName() == fleetv1alpha1.ImageInventoryName
 			}))).
-		Complete(r)
+		Complete(write.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("set up image inventory controller: %w", err)
 	}

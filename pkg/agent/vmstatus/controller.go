@@ -3,9 +3,7 @@ package vmstatus
 import (
 	"context"
 	"fmt"
-	"maps"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Reconciler writes one VMReport per FleetVirtualMachine. Requests name
@@ -79,30 +78,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, nil
 	}
-	spec := Spec(ref, states)
-	labels := r.labels(ref)
+	want := &fleetv1alpha1.VMReport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: r.labels(ref)},
+		Spec:       Spec(ref, states),
+	}
 	if !exists {
-		report = &fleetv1alpha1.VMReport{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels},
-			Spec:       spec,
-		}
-		if err := r.Hub.Create(ctx, report); err != nil {
-			return reconcile.Result{}, fmt.Errorf("create VMReport %s: %w", key, err)
-		}
-		return reconcile.Result{}, nil
+		report = nil
 	}
-	merged := maps.Clone(report.Labels)
-	if merged == nil {
-		merged = map[string]string{}
-	}
-	maps.Copy(merged, labels)
-	if maps.Equal(merged, report.Labels) && apiequality.Semantic.DeepEqual(report.Spec, spec) {
-		return reconcile.Result{}, nil
-	}
-	report = report.DeepCopy()
-	report.Labels, report.Spec = merged, spec
-	if err := r.Hub.Update(ctx, report); err != nil {
-		return reconcile.Result{}, fmt.Errorf("update VMReport %s: %w", key, err)
+	if _, err := write.Ensure(ctx, r.Hub, want, report); err != nil {
+		return reconcile.Result{}, fmt.Errorf("write VMReport %s: %w", key, err)
 	}
 	return reconcile.Result{}, nil
 }
@@ -158,7 +142,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(byLabels))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(vmiToFleetVM))).
 		WatchesRawSource(source.Kind(hub.GetCache(), client.Object(&fleetv1alpha1.VMReport{}), handler.EnqueueRequestsFromMapFunc(reportToFleetVM))).
-		Complete(r)
+		Complete(write.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("set up VM status controller: %w", err)
 	}

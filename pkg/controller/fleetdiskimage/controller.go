@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,13 +25,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Config are the hub settings of disk images.
@@ -214,10 +213,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	deleting := fdi.DeletionTimestamp != nil
-	if !deleting && !controllerutil.ContainsFinalizer(fdi, diskimage.Finalizer) {
-		patch := client.MergeFrom(fdi.DeepCopy())
-		controllerutil.AddFinalizer(fdi, diskimage.Finalizer)
-		if err := r.Client.Patch(ctx, fdi, patch); err != nil {
+	if !deleting {
+		if _, err := write.AddFinalizer(ctx, r.Client, fdi, diskimage.Finalizer); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -253,9 +250,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if len(byCluster) > 0 {
 			return ctrl.Result{}, nil // the works' deletion events come back here
 		}
-		patch := client.MergeFrom(fdi.DeepCopy())
-		controllerutil.RemoveFinalizer(fdi, diskimage.Finalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, fdi, patch))
+		_, err := write.RemoveFinalizer(ctx, r.Client, fdi, diskimage.Finalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
 	in := observed{
@@ -302,10 +298,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		entries = append(entries, e)
 	}
 	summarize(fdi, entries, usage, wanted)
-	if !equality.Semantic.DeepEqual(before.Status, fdi.Status) {
-		if err := r.Client.Status().Update(ctx, fdi); err != nil {
-			errs = append(errs, fmt.Errorf("update status of %s: %w", klog.KObj(fdi), err))
-		}
+	if _, err := write.Status(ctx, r.Client, before, fdi); err != nil {
+		errs = append(errs, fmt.Errorf("write status of %s: %w", klog.KObj(fdi), err))
 	}
 	if len(errs) > 0 {
 		return ctrl.Result{}, errors.Join(errs...)
@@ -359,22 +353,18 @@ func (r *Reconciler) ensureWork(ctx context.Context, fdi *fleetv1alpha1.FleetDis
 	if err != nil {
 		return nil, err
 	}
-	if got == nil {
-		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, fmt.Errorf("create ManifestWork %s: %w", klog.KObj(want), err)
-		}
+	if got != nil {
+		got = got.DeepCopy()
+	}
+	switch out, err := write.Ensure(ctx, r.Client, want, got); {
+	case err != nil:
+		return nil, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err)
+	case out == write.Created:
 		r.Recorder.Eventf(fdi, "Normal", "Distributing", "Importing the image on cluster %s", cluster)
 		return want, nil
-	}
-	if equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+	default:
 		return got, nil
 	}
-	got = got.DeepCopy()
-	got.Spec = want.Spec
-	if err := r.Client.Update(ctx, got); err != nil {
-		return nil, fmt.Errorf("update ManifestWork %s: %w", klog.KObj(got), err)
-	}
-	return got, nil
 }
 
 func setConditions(fdi *fleetv1alpha1.FleetDiskImage, usage Usage, notReady []string, wanted int) {
@@ -453,7 +443,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ok && len(fvm.Spec.DiskImages) > 0
 		}))).
 		Watches(&fleetv1alpha1.ImageInventory{}, fromInventory).
-		Complete(r)
+		Complete(write.Requeue(r))
 }
 
 func minPositive(a, b time.Duration) time.Duration {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -15,6 +14,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // claimWinner returns the FleetVirtualMachine that delivers fvm's VM when
@@ -76,7 +76,7 @@ func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner 
 		Conflict: client.ObjectKeyFromObject(winner).String(),
 	}
 	fvm.Status = computeStatus(in)
-	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !apierrors.IsConflict(err) {
+	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) {
 		errs = append(errs, err)
 	} else if err == nil {
 		r.recordTransitions(before, fvm)

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -40,6 +39,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Finalizer holds a FleetVirtualMachine until its VMs are removed (Delete)
@@ -113,12 +113,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if fvm.DeletionTimestamp != nil {
 		return r.reconcileDelete(ctx, fvm)
 	}
-	if !controllerutil.ContainsFinalizer(fvm, Finalizer) {
-		patch := client.MergeFrom(fvm.DeepCopy())
-		controllerutil.AddFinalizer(fvm, Finalizer)
-		if err := r.Client.Patch(ctx, fvm, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
+	if _, err := write.AddFinalizer(ctx, r.Client, fvm, Finalizer); err != nil {
+		return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 	}
 	before := fvm.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
@@ -198,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// 4. Record.
 	fvm.Status = computeStatus(in)
 	switch err := r.patchStatusIfChanged(ctx, before, fvm); {
-	case apierrors.IsConflict(err):
+	case write.Stale(err):
 		// The cache is behind the API server: the newer object (most often
 		// this controller's own previous status write) is on its way
 		// through the watch and triggers the next reconcile, which decides
@@ -347,7 +343,7 @@ func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1
 		Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryFailed,
 		Message: err.Error(), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
-	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !apierrors.IsConflict(werr) {
+	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !write.Stale(werr) {
 		log.FromContext(ctx).Error(werr, "report delivery error in status")
 	}
 }
@@ -408,14 +404,8 @@ func (r *Reconciler) observeImages(key types.NamespacedName, images []string) ma
 // patchStatusIfChanged writes the status only when it differs: a reconcile
 // that finds nothing new issues no write.
 func (r *Reconciler) patchStatusIfChanged(ctx context.Context, before, fvm *fleetv1alpha1.FleetVirtualMachine) error {
-	if equality.Semantic.DeepEqual(before.Status, fvm.Status) {
-		return nil
-	}
-	// Update, not a merge patch: the summary counts are required fields, and
-	// a merge patch would leave out the ones that stayed zero. A conflict
-	// requeues with fresh data.
-	if err := r.Client.Status().Update(ctx, fvm); err != nil {
-		return fmt.Errorf("patch status of %s: %w", klog.KObj(fvm), err)
+	if _, err := write.Status(ctx, r.Client, before, fvm); err != nil {
+		return fmt.Errorf("write status of %s: %w", klog.KObj(fvm), err)
 	}
 	return nil
 }
@@ -496,7 +486,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		Complete(write.Requeue(r))
 }
 
 // fleetVMsMatching lists the FleetVirtualMachines opts select (an index,

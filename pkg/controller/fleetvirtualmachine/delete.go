@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // reconcileDelete takes a deleted FleetVirtualMachine apart, in an order
@@ -119,9 +120,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		return ctrl.Result{}, err
 	}
 
-	patch := client.MergeFrom(fvm.DeepCopy())
-	controllerutil.RemoveFinalizer(fvm, Finalizer)
-	if err := r.Client.Patch(ctx, fvm, patch); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := write.RemoveFinalizer(ctx, r.Client, fvm, Finalizer); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	policy := "their VMs were removed"
@@ -158,7 +157,7 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
 		Message: msg, ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
-	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) && !apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(fvm, "Warning", "StatusNotWritten", "could not write the deletion's progress: %v", err)
 	}
 }

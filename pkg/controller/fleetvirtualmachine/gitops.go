@@ -5,12 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +27,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 const (
@@ -123,7 +124,7 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get %s %s: %w", probe.Kind, klog.KObj(obj), err)
 	}
-	if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := write.CreateOnly(ctx, r.Client, obj); err != nil {
 		return fmt.Errorf("create %s %s: %w", probe.Kind, klog.KObj(obj), err)
 	}
 	return nil
@@ -381,34 +382,20 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		return nil, err
 	}
 	want.Finalizers = []string{appSetProtectionFinalizer}
-	if got == nil {
-		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, fmt.Errorf("create ApplicationSet %s: %w", klog.KObj(want), err)
-		}
-		r.Recorder.Eventf(fvm, "Normal", "ApplicationSetCreated", "Created ApplicationSet %s", klog.KObj(want))
-		return want, nil
-	}
-	if got.DeletionTimestamp != nil {
+	if got != nil && got.DeletionTimestamp != nil {
 		// Deleted by someone else: detach the Applications so their VMs
 		// survive, let it go, and recreate it on the next pass.
 		return nil, r.releaseApplicationSet(ctx, fvm, got)
 	}
-	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) &&
-		labelsContain(got.Annotations, want.Annotations) && controllerutil.ContainsFinalizer(got, appSetProtectionFinalizer) {
+	switch out, err := write.Ensure(ctx, r.Client, want, got); {
+	case err != nil:
+		return nil, fmt.Errorf("write ApplicationSet %s: %w", klog.KObj(want), err)
+	case out == write.Created:
+		r.Recorder.Eventf(fvm, "Normal", "ApplicationSetCreated", "Created ApplicationSet %s", klog.KObj(want))
+		return want, nil
+	default:
 		return got, nil
 	}
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec = want.Spec
-	got.Labels = mergeLabels(got.Labels, want.Labels)
-	got.Annotations = mergeLabels(got.Annotations, want.Annotations)
-	controllerutil.AddFinalizer(got, appSetProtectionFinalizer)
-	if empty, err := emptyPatch(patch, got); err != nil || empty {
-		return got, err
-	}
-	if err := r.Client.Patch(ctx, got, patch); err != nil {
-		return nil, fmt.Errorf("update ApplicationSet %s: %w", klog.KObj(got), err)
-	}
-	return got, nil
 }
 
 // releaseApplicationSet lets a deleted ApplicationSet go without taking its
@@ -421,22 +408,12 @@ func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alph
 	}
 	for i := range apps {
 		app := &apps[i]
-		refs := withoutOwner(app.OwnerReferences, appSet.UID)
-		if len(refs) == len(app.OwnerReferences) {
-			continue
-		}
-		patch := client.MergeFrom(app.DeepCopy())
-		app.OwnerReferences = refs
-		if err := r.Client.Patch(ctx, app, patch); err != nil {
+		if _, err := write.Mutate(ctx, r.Client, app, func() { app.OwnerReferences = withoutOwner(app.OwnerReferences, appSet.UID) }); err != nil {
 			return fmt.Errorf("detach Application %s from its ApplicationSet: %w", klog.KObj(app), err)
 		}
 	}
-	if controllerutil.ContainsFinalizer(appSet, appSetProtectionFinalizer) {
-		patch := client.MergeFrom(appSet.DeepCopy())
-		controllerutil.RemoveFinalizer(appSet, appSetProtectionFinalizer)
-		if err := r.Client.Patch(ctx, appSet, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("release ApplicationSet %s: %w", klog.KObj(appSet), err)
-		}
+	if _, err := write.RemoveFinalizer(ctx, r.Client, appSet, appSetProtectionFinalizer); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release ApplicationSet %s: %w", klog.KObj(appSet), err)
 	}
 	return nil
 }
@@ -451,13 +428,11 @@ func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1
 		if app.DeletionTimestamp != nil || metav1.GetControllerOf(app) != nil {
 			continue
 		}
-		patch := client.MergeFrom(app.DeepCopy())
-		if err := controllerutil.SetControllerReference(appSet, app, r.Client.Scheme()); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := r.Client.Patch(ctx, app, patch); err != nil {
-			errs = append(errs, fmt.Errorf("adopt Application %s: %w", klog.KObj(app), err))
+		var refErr error
+		if _, err := write.Mutate(ctx, r.Client, app, func() {
+			refErr = controllerutil.SetControllerReference(appSet, app, r.Client.Scheme())
+		}); err != nil || refErr != nil {
+			errs = append(errs, fmt.Errorf("adopt Application %s: %w", klog.KObj(app), errors.Join(refErr, err)))
 		}
 	}
 	return joinErrors(errs)
@@ -470,17 +445,12 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 	if app.DeletionTimestamp != nil {
 		return nil
 	}
-	has := controllerutil.ContainsFinalizer(app, argov1alpha1.ResourcesFinalizerName)
-	if has != deleteVM {
-		patch := client.MergeFrom(app.DeepCopy())
-		if deleteVM {
-			controllerutil.AddFinalizer(app, argov1alpha1.ResourcesFinalizerName)
-		} else {
-			controllerutil.RemoveFinalizer(app, argov1alpha1.ResourcesFinalizerName)
-		}
-		if err := r.Client.Patch(ctx, app, patch); err != nil {
-			return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
-		}
+	setFinalizer := write.RemoveFinalizer
+	if deleteVM {
+		setFinalizer = write.AddFinalizer
+	}
+	if _, err := setFinalizer(ctx, r.Client, app, argov1alpha1.ResourcesFinalizerName); err != nil {
+		return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
 	}
 	if err := r.Client.Delete(ctx, app); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)

@@ -2,7 +2,6 @@ package fleetvirtualmachine
 
 import (
 	"errors"
-	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,24 +49,6 @@ func isOwnedBy(obj client.Object, fvm *fleetv1alpha1.FleetVirtualMachine) bool {
 	return ok && key == client.ObjectKeyFromObject(fvm)
 }
 
-func labelsContain(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func mergeLabels(have, want map[string]string) map[string]string {
-	out := maps.Clone(have)
-	if out == nil {
-		out = map[string]string{}
-	}
-	maps.Copy(out, want)
-	return out
-}
-
 func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
 	var out []metav1.OwnerReference
 	for _, r := range refs {
@@ -76,17 +57,6 @@ func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerRef
 		}
 	}
 	return out
-}
-
-// emptyPatch tells whether a merge patch changes nothing: a spec that
-// differs from the API server's copy only in form (JSON key order in a raw
-// field) is not rewritten.
-func emptyPatch(p client.Patch, obj client.Object) (bool, error) {
-	data, err := p.Data(obj)
-	if err != nil {
-		return false, err
-	}
-	return string(data) == "{}", nil
 }
 
 func joinErrors(errs []error) error { return errors.Join(errs...) }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +18,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // defaultClusterSet is used when spec.placement.clusterSets is empty.
@@ -175,33 +175,22 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 }
 
 // reconcilePlacement creates the Placement, or updates it when the intent
-// or the sticky list changed. got is the Placement as read (nil: none; it
-// is not modified). It returns the Placement as the API server holds it
-// and whether it was written.
+// or the sticky list changed. got is the Placement as read (nil: none;
+// after an update it holds the API server's copy). It returns the
+// Placement as the API server holds it and whether it was written.
 func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sets, sticky []string) (*clusterv1beta1.Placement, bool, error) {
 	want := r.desiredPlacement(fvm, sets, sticky)
-	if got == nil {
-		if err := r.Client.Create(ctx, want); err != nil {
-			return nil, false, fmt.Errorf("create Placement %s: %w", klog.KObj(want), err)
-		}
+	switch out, err := write.Ensure(ctx, r.Client, want, got); {
+	case err != nil:
+		return nil, false, fmt.Errorf("write Placement %s: %w", klog.KObj(want), err)
+	case out == write.Created:
 		r.Recorder.Eventf(fvm, "Normal", "PlacementCreated", "Created Placement %s", klog.KObj(want))
 		return want, true, nil
-	}
-	if equality.Semantic.DeepEqual(got.Spec, want.Spec) && labelsContain(got.Labels, want.Labels) && labelsContain(got.Annotations, want.Annotations) {
+	case out == write.Updated:
+		return got, true, nil
+	default:
 		return got, false, nil
 	}
-	updated := got.DeepCopy()
-	patch := client.MergeFrom(got)
-	updated.Spec = want.Spec
-	updated.Labels = mergeLabels(got.Labels, want.Labels)
-	updated.Annotations = mergeLabels(got.Annotations, want.Annotations)
-	if empty, err := emptyPatch(patch, updated); err != nil || empty {
-		return got, false, err
-	}
-	if err := r.Client.Patch(ctx, updated, patch); err != nil {
-		return nil, false, fmt.Errorf("update Placement %s: %w", klog.KObj(got), err)
-	}
-	return updated, true, nil
 }
 
 // ensureBindings mirrors into the Argo CD namespace the bindings of the
@@ -225,11 +214,14 @@ func (r *Reconciler) ensureBindings(ctx context.Context, fvm *fleetv1alpha1.Flee
 			ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: r.Config.ArgoNamespace, Labels: managedLabels()},
 			Spec:       clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set},
 		}
-		if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		created, err := write.CreateOnly(ctx, r.Client, b)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("create ManagedClusterSetBinding %s: %w", key, err))
 			continue
 		}
-		r.Recorder.Eventf(fvm, "Normal", "ClusterSetBound", "Bound ManagedClusterSet %s to namespace %s", set, r.Config.ArgoNamespace)
+		if created {
+			r.Recorder.Eventf(fvm, "Normal", "ClusterSetBound", "Bound ManagedClusterSet %s to namespace %s", set, r.Config.ArgoNamespace)
+		}
 	}
 	return joinErrors(errs)
 }

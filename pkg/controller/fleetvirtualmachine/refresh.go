@@ -8,9 +8,9 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Argo CD's ApplicationSet controller sets aside an Application whose
@@ -63,13 +63,13 @@ func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if !refresh {
 		return wait, nil
 	}
-	patch := client.MergeFrom(appSet.DeepCopy())
-	if appSet.Annotations == nil {
-		appSet.Annotations = map[string]string{}
-	}
-	appSet.Annotations[annotationArgoRefresh] = "true"
-	appSet.Annotations[annotationRefreshRequested] = now.UTC().Format(time.RFC3339)
-	if err := r.Client.Patch(ctx, appSet, patch); err != nil {
+	if _, err := write.Mutate(ctx, r.Client, appSet, func() {
+		if appSet.Annotations == nil {
+			appSet.Annotations = map[string]string{}
+		}
+		appSet.Annotations[annotationArgoRefresh] = "true"
+		appSet.Annotations[annotationRefreshRequested] = now.UTC().Format(time.RFC3339)
+	}); err != nil {
 		return 0, fmt.Errorf("ask Argo CD to refresh ApplicationSet %s: %w", klog.KObj(appSet), err)
 	}
 	return wait, nil

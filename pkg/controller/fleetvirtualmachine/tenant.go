@@ -8,7 +8,6 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
@@ -73,22 +73,14 @@ func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) 
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create AppProject %s: %w", klog.KObj(want), err)
-		}
-		return nil
+		got = nil
 	case err != nil:
 		return fmt.Errorf("get AppProject %s: %w", klog.KObj(want), err)
 	case got.Labels[tenancy.LabelNamespace] != namespace:
 		return forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
 	}
-	if equality.Semantic.DeepEqual(got.Spec, want.Spec) {
-		return nil
-	}
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Spec = want.Spec
-	if err := r.Client.Patch(ctx, got, patch); err != nil {
-		return fmt.Errorf("update AppProject %s: %w", klog.KObj(got), err)
+	if _, err := write.Ensure(ctx, r.Client, want, got); err != nil {
+		return fmt.Errorf("write AppProject %s: %w", klog.KObj(want), err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // Reconciler keeps Tally equal to the ImageInventories on the hub. One
@@ -97,5 +98,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1.ManagedCluster{}, byCluster, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
-		Complete(r)
+		Complete(write.Requeue(r))
 }

@@ -25,6 +25,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // fleetKey is the single work item: the shapes are one fleet-wide set.
@@ -72,33 +73,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 }
 
 func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
-	cm := &corev1.ConfigMap{}
-	key := types.NamespacedName{Namespace: namespace, Name: fleetv1alpha1.ShapesConfigMapName}
-	err := r.Client.Get(ctx, key, cm)
-	switch {
+	want := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: fleetv1alpha1.ShapesConfigMapName, Namespace: namespace,
+			Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}},
+		Data: map[string]string{fleetv1alpha1.ShapesConfigMapKey: data},
+	}
+	got := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); {
 	case apierrors.IsNotFound(err):
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace,
-				Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}},
-			Data: map[string]string{fleetv1alpha1.ShapesConfigMapKey: data},
-		}
-		if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-			// NotFound: the cluster namespace is not there (yet).
-			return fmt.Errorf("create ConfigMap %s: %w", klog.KObj(cm), err)
-		}
-		return nil
+		got = nil
 	case err != nil:
-		return fmt.Errorf("get ConfigMap %s: %w", key, err)
-	case cm.Data[fleetv1alpha1.ShapesConfigMapKey] == data:
-		return nil
+		return fmt.Errorf("get ConfigMap %s: %w", klog.KObj(want), err)
 	}
-	patch := client.MergeFrom(cm.DeepCopy())
-	if cm.Data == nil {
-		cm.Data = map[string]string{}
-	}
-	cm.Data[fleetv1alpha1.ShapesConfigMapKey] = data
-	if err := r.Client.Patch(ctx, cm, patch); err != nil {
-		return fmt.Errorf("update ConfigMap %s: %w", klog.KObj(cm), err)
+	// NotFound on create: the cluster namespace is not there (yet).
+	if _, err := write.Ensure(ctx, r.Client, want, got); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("write ConfigMap %s: %w", klog.KObj(want), err)
 	}
 	return nil
 }
@@ -136,5 +125,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(_ event.UpdateEvent) bool { return false },
 		})).
 		Watches(&corev1.ConfigMap{}, all, shapesOnly).
-		Complete(r)
+		Complete(write.Requeue(r))
 }
