@@ -1,0 +1,112 @@
+package capacity
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func shape(cpu, mem string) Shape {
+	return Shape{CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem)}
+}
+
+// TestShapeName: the name is the contract between the hub's Placement
+// (it asks for the score by name) and the agent (it publishes it): the
+// same shape written differently has one name, memory rounds up to MiB.
+func TestShapeName(t *testing.T) {
+	for name, tc := range map[string]struct {
+		shape Shape
+		want  string
+	}{
+		"whole cores":             {shape("4", "16Gi"), "fit-4000m-16384mi"},
+		"millicores, same shape":  {shape("4000m", "16384Mi"), "fit-4000m-16384mi"},
+		"fraction of a core":      {shape("500m", "1Gi"), "fit-500m-1024mi"},
+		"memory rounds up to MiB": {shape("1", "1000000000"), "fit-1000m-954mi"},
+		"one byte over a MiB":     {shape("1", "1048577"), "fit-1000m-2mi"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.shape.Name(); got != tc.want {
+				t.Errorf("Name() = %q, want %q", got, tc.want)
+			}
+			if !IsFitScore(tc.shape.Name()) {
+				t.Errorf("IsFitScore(%q) = false", tc.shape.Name())
+			}
+		})
+	}
+	for _, s := range []string{ScoreCPUFree, ScoreMemoryFree} {
+		if IsFitScore(s) {
+			t.Errorf("IsFitScore(%q) = true", s)
+		}
+	}
+}
+
+// TestNormalize: 0 free is -100, the reference or more is 100, linear and
+// clamped in between; a zero reference never divides.
+func TestNormalize(t *testing.T) {
+	ref := resource.MustParse("100")
+	for name, tc := range map[string]struct {
+		free, ref resource.Quantity
+		want      int32
+	}{
+		"nothing free":      {resource.MustParse("0"), ref, -100},
+		"negative free":     {resource.MustParse("-5"), ref, -100},
+		"half":              {resource.MustParse("50"), ref, 0},
+		"a quarter":         {resource.MustParse("25"), ref, -50},
+		"all":               {ref, ref, 100},
+		"more than the ref": {resource.MustParse("1000"), ref, 100},
+		"zero reference":    {resource.MustParse("1"), resource.MustParse("0"), -100},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := Normalize(tc.free, tc.ref); got != tc.want {
+				t.Errorf("Normalize(%s, %s) = %d, want %d", tc.free.String(), tc.ref.String(), got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEncodeShapes: equal sets encode equally whatever their order or
+// duplicates (the hub writes the ConfigMap only when the text changes),
+// and what the hub encodes the agent decodes to the same names.
+func TestEncodeShapes(t *testing.T) {
+	a, err := EncodeShapes([]Shape{shape("4", "16Gi"), shape("1", "1Gi"), shape("4000m", "16384Mi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EncodeShapes([]Shape{shape("1", "1Gi"), shape("4", "16Gi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("equal sets encode differently:\n%s\n%s", a, b)
+	}
+	got, err := DecodeShapes(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name())
+	}
+	if diff := cmp.Diff([]string{"fit-1000m-1024mi", "fit-4000m-16384mi"}, names); diff != "" {
+		t.Errorf("decoded shapes (-want,+got):\n%s", diff)
+	}
+	empty, err := EncodeShapes(nil)
+	if err != nil || empty != "[]" {
+		t.Errorf("EncodeShapes(nil) = %q, %v; want []", empty, err)
+	}
+}
+
+func TestDecodeShapes(t *testing.T) {
+	for _, in := range []string{"", "  \n", "[]"} {
+		if got, err := DecodeShapes(in); err != nil || len(got) != 0 {
+			t.Errorf("DecodeShapes(%q) = %v, %v; want none", in, got, err)
+		}
+	}
+	for _, in := range []string{"{", `[{"cpu":"four"}]`, `{"cpu":"1"}`} {
+		if _, err := DecodeShapes(in); err == nil || !strings.Contains(err.Error(), "decode VM shapes") {
+			t.Errorf("DecodeShapes(%q) = %v, want a decode error", in, err)
+		}
+	}
+}
