@@ -23,6 +23,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 // newImage returns a FleetDiskImage importing from an http URL.
@@ -40,7 +41,7 @@ func newImage(name string, retention time.Duration) *fleetv1alpha1.FleetDiskImag
 // imageFVM returns a FleetVirtualMachine on one cluster booting from the
 // FleetDiskImage image through a dataVolumeTemplate.
 func imageFVM(name, image string) *fleetv1alpha1.FleetVirtualMachine {
-	fvm := newFVM(name, 1, vmSpec{cores: 1, memory: "1Gi"})
+	fvm := utiltesting.MakeFleetVM("vms", name).Clusters(1).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	var vm map[string]any
 	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
 		panic(err)

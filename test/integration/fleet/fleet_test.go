@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,48 +19,8 @@ import (
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
-
-// vmSpec describes the inline template of a test FleetVirtualMachine.
-type vmSpec struct {
-	cores         int
-	memory        string
-	containerDisk string
-}
-
-// newFVM returns a FleetVirtualMachine in namespace "vms" with an inline
-// template, for env=prod.
-func newFVM(name string, clusters int32, vm vmSpec) *fleetv1alpha1.FleetVirtualMachine {
-	spec := map[string]any{
-		"domain": map[string]any{
-			"cpu":       map[string]any{"cores": vm.cores},
-			"memory":    map[string]any{"guest": vm.memory},
-			"resources": map[string]any{"requests": map[string]any{"memory": vm.memory}},
-			"devices":   map[string]any{},
-		},
-	}
-	if vm.containerDisk != "" {
-		spec["domain"].(map[string]any)["devices"] = map[string]any{"disks": []any{map[string]any{"name": "root", "disk": map[string]any{"bus": "virtio"}}}}
-		spec["volumes"] = []any{map[string]any{"name": "root", "containerDisk": map[string]any{"image": vm.containerDisk}}}
-	}
-	raw, err := json.Marshal(map[string]any{
-		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-		"metadata": map[string]any{"labels": map[string]any{"app": name}},
-		"spec":     map[string]any{"template": map[string]any{"spec": spec}},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: name},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Template:       &runtime.RawExtension{Raw: raw},
-			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod", Clusters: &clusters},
-			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
-			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
-		},
-	}
-}
 
 // create creates the FleetVirtualMachine and, when the test ends, deletes
 // it and waits until its VMs are gone from the spokes.
@@ -129,7 +87,7 @@ func entry(fvm *fleetv1alpha1.FleetVirtualMachine, cluster string) (fleetv1alpha
 // FleetVM shows 2/2 ready with node and IP; runStrategy Halted stops it
 // everywhere; a cluster that becomes unavailable turns Unknown.
 func TestVMLifecycleAcrossTwoClusters(t *testing.T) {
-	fvm := newFVM("web", 2, vmSpec{cores: 1, memory: "1Gi"})
+	fvm := utiltesting.MakeFleetVM("vms", "web").Clusters(2).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 
@@ -237,9 +195,8 @@ func TestVMLifecycleAcrossTwoClusters(t *testing.T) {
 // a second one there; the real scheduler, reading the scores the agents
 // publish, places the next FleetVM on the other cluster.
 func TestCapacityFillsUp(t *testing.T) {
-	big := vmSpec{cores: 12, memory: "16Gi"}
 	shape := capacity.Shape{CPU: resource.MustParse("12"), Memory: resource.MustParse("16Gi")}
-	first := newFVM("big-1", 1, big)
+	first := utiltesting.MakeFleetVM("vms", "big-1").Clusters(1).VM(12, "16Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, first)
 	got := waitFVM(t, client.ObjectKeyFromObject(first), "big-1 ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
@@ -262,7 +219,7 @@ func TestCapacityFillsUp(t *testing.T) {
 		}
 	}
 
-	second := newFVM("big-2", 1, big)
+	second := utiltesting.MakeFleetVM("vms", "big-2").Clusters(1).VM(12, "16Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, second)
 	got = waitFVM(t, client.ObjectKeyFromObject(second), "big-2 ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
@@ -282,7 +239,7 @@ func TestCapacityFillsUp(t *testing.T) {
 	}
 
 	// A third finds no room anywhere, and says why.
-	third := newFVM("big-3", 1, big)
+	third := utiltesting.MakeFleetVM("vms", "big-3").Clusters(1).VM(12, "16Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, third)
 	got = waitFVM(t, client.ObjectKeyFromObject(third), "big-3 not placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionPlaced, metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters)
@@ -323,7 +280,7 @@ func fits(t *testing.T, cluster string, shape capacity.Shape) (int32, bool, erro
 func TestImageReferences(t *testing.T) {
 	const golden = "registry.example.com/golden/rhel9:9.4"
 	const other = "registry.example.com/tools/busybox:1"
-	fvm := newFVM("imaged", 2, vmSpec{cores: 1, memory: "1Gi", containerDisk: golden})
+	fvm := utiltesting.MakeFleetVM("vms", "imaged").Clusters(2).VM(1, "1Gi").ContainerDisk(golden).DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 
 	// Not managed by FleetVM: two VMs on prod-a using the same image, one

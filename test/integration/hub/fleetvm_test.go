@@ -31,6 +31,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 func rawExt(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
@@ -48,8 +49,8 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	publishScores(t, "prod-b", map[capacity.Shape]int32{big: 0, small: 10})
 	publishScores(t, "dev-a", map[capacity.Shape]int32{big: 5, small: 50})
 
-	bigVM := newFVM("placement", "big", 4, "32Gi")
-	smallVM := newFVM("placement", "small", 1, "2Gi")
+	bigVM := utiltesting.MakeFleetVM("placement", "big").VM(4, "32Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
+	smallVM := utiltesting.MakeFleetVM("placement", "small").VM(1, "2Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, bigVM)
 	createFVM(t, smallVM)
 
@@ -89,7 +90,7 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	}
 
 	// No cluster fits a 64-core VM: Placed is False and says why.
-	huge := newFVM("placement", "huge", 64, "512Gi")
+	huge := utiltesting.MakeFleetVM("placement", "huge").VM(64, "512Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, huge)
 	got = waitFor(t, client.ObjectKeyFromObject(huge), "huge VM not placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionPlaced)
@@ -125,7 +126,7 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 // own generator and template code and checks, per cluster, destination,
 // source, overlay, labels and runStrategy.
 func TestApplicationsRenderedByArgoCD(t *testing.T) {
-	rhel := newFVM("render", "rhel9", 4, "16Gi")
+	rhel := utiltesting.MakeFleetVM("render", "rhel9").VM(4, "16Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	// A cloud-init with template syntax must reach the cluster unchanged.
 	rhel.Spec.Template = rawExt(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"example-rhel9","namespace":"render"},
 "spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{"disks":[{"name":"cloudinitdisk","disk":{"bus":"virtio"}}]}},
@@ -265,7 +266,7 @@ func TestFlapSafety(t *testing.T) {
 	for _, c := range []string{"prod-a", "prod-b"} {
 		publishScores(t, c, map[capacity.Shape]int32{s: 10})
 	}
-	fvm := newFVM("flap", "web", 2, "4Gi")
+	fvm := utiltesting.MakeFleetVM("flap", "web").VM(2, "4Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	waitFor(t, key, "placed on both prod clusters", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
@@ -354,8 +355,7 @@ func TestDeletion(t *testing.T) {
 			s := shape("1", "1Gi")
 			publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
 			publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
-			fvm := newFVM("deletion", strings.ToLower(string(policy)), 1, "1Gi")
-			fvm.Spec.DeletionPolicy = policy
+			fvm := utiltesting.MakeFleetVM("deletion", strings.ToLower(string(policy))).VM(1, "1Gi").VMRunning().DeletionPolicy(policy).Obj()
 			createFVM(t, fvm)
 			key := client.ObjectKeyFromObject(fvm)
 			waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
@@ -419,7 +419,7 @@ func TestRestartAndRecreate(t *testing.T) {
 	s := shape("1", "2Gi")
 	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
 	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
-	fvm := newFVM("restart", "db", 1, "2Gi")
+	fvm := utiltesting.MakeFleetVM("restart", "db").VM(1, "2Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
@@ -504,7 +504,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	s := shape("1", "3Gi")
 	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
 	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
-	fvm := newFVM("noop", "cache", 1, "3Gi")
+	fvm := utiltesting.MakeFleetVM("noop", "cache").VM(1, "3Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })

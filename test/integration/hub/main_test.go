@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -156,23 +155,6 @@ func shape(cpu, mem string) capacity.Shape {
 	return capacity.Shape{CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem)}
 }
 
-// newFVM returns a FleetVirtualMachine with an inline template of the
-// given CPU cores and memory.
-func newFVM(ns, name string, cores int, mem string) *fleetv1alpha1.FleetVirtualMachine {
-	raw := fmt.Sprintf(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"app":%q}},
-"spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":%d},"memory":{"guest":%q},"devices":{}}}}}}`, name, cores, mem)
-	fvm := &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
-			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
-			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
-		},
-	}
-	fvm.Spec.Template = rawExt(raw)
-	return fvm
-}
-
 func createFVM(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
 	if err := fleet.Hub.Tenant(t.Context(), fvm.Namespace); err != nil {
@@ -186,19 +168,7 @@ func createFVM(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 // waitFor polls the FleetVirtualMachine until cond holds.
 func waitFor(t *testing.T, key client.ObjectKey, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
 	t.Helper()
-	fvm := &fleetv1alpha1.FleetVirtualMachine{}
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		if err := fleet.Hub.Client.Get(t.Context(), key, fvm); err != nil {
-			return false, err
-		}
-		return cond(fvm), nil
-	})
-	if err != nil {
-		var p clusterv1beta1.Placement
-		_ = fleet.Hub.Client.Get(t.Context(), appSetKey(fvm), &p)
-		t.Fatalf("%s: %v\nstatus: %+v\nplacement spec: %+v\nplacement status: %+v", what, err, fvm.Status, p.Spec, p.Status)
-	}
-	return fvm
+	return fleetrun.WaitFVM(t, fleet.Hub.Client, key, wait, what, cond)
 }
 
 // decided lists the clusters the FleetVM's status has the VM placed on

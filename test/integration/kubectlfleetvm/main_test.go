@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +21,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/kubectlfleetvm"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 const wait = 30 * time.Second
@@ -150,26 +149,11 @@ func namespace(t *testing.T, name string) string {
 // newFVM is a FleetVirtualMachine with every kind of spec field set, so a
 // test can tell that a patch touched only what it should.
 func newFVM(ns, name string, rs fleetv1alpha1.RunStrategy) *fleetv1alpha1.FleetVirtualMachine {
-	return &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels:      map[string]string{"team": "web"},
-			Annotations: map[string]string{"owner": "alice"},
-		},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
-"metadata":{"labels":{"app":"web"}},"spec":{"template":{"spec":{"domain":{"cpu":{"cores":2},"memory":{"guest":"4Gi"},"devices":{}}}}}}`)},
-			Placement: fleetv1alpha1.FleetPlacement{
-				Environment: "prod",
-				Clusters:    ptr.To[int32](2),
-				ClusterSets: []string{"default"},
-			},
-			RunStrategy:    rs,
-			DiskImages:     []fleetv1alpha1.DiskImageReference{{Name: "rhel9"}},
-			DeletionPolicy: fleetv1alpha1.DeletionPolicyOrphan,
-			Delivery:       fleetv1alpha1.Delivery{SyncMode: fleetv1alpha1.SyncModeManual, Prune: ptr.To(false)},
-		},
-	}
+	return utiltesting.MakeFleetVM(ns, name).Label("team", "web").Annotation("owner", "alice").
+		VM(2, "4Gi").VMMetadata(map[string]any{"labels": map[string]any{"app": "web"}}).
+		Clusters(2).ClusterSets("default").RunStrategy(rs).DiskImages("rhel9").
+		DeletionPolicy(fleetv1alpha1.DeletionPolicyOrphan).
+		Delivery(fleetv1alpha1.Delivery{SyncMode: fleetv1alpha1.SyncModeManual, Prune: ptr.To(false)}).Obj()
 }
 
 func create(t *testing.T, obj client.Object) {

@@ -13,7 +13,6 @@ package safety
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,7 +24,6 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -203,51 +201,6 @@ func (d *deletions) since(mark int, ns string) []deletion {
 		}
 	}
 	return out
-}
-
-// testVM describes the inline template of a FleetVirtualMachine.
-type testVM struct {
-	cores  int
-	memory string
-	// name is the template's metadata.name (the VM's name); the
-	// FleetVirtualMachine's when empty.
-	name string
-}
-
-// newFVM returns a FleetVirtualMachine for env=prod; clusters 0 means
-// every cluster that qualifies.
-func newFVM(ns, name string, clusters int32, vm testVM) *fleetv1alpha1.FleetVirtualMachine {
-	meta := map[string]any{"labels": map[string]any{"app": name}}
-	if vm.name != "" {
-		meta["name"] = vm.name
-	}
-	raw, err := json.Marshal(map[string]any{
-		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta,
-		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"domain": map[string]any{
-				"cpu":       map[string]any{"cores": vm.cores},
-				"memory":    map[string]any{"guest": vm.memory},
-				"resources": map[string]any{"requests": map[string]any{"memory": vm.memory}},
-				"devices":   map[string]any{},
-			},
-		}}},
-	})
-	if err != nil {
-		panic(err)
-	}
-	fvm := &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Template:       &runtime.RawExtension{Raw: raw},
-			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
-			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
-			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
-		},
-	}
-	if clusters > 0 {
-		fvm.Spec.Placement.Clusters = ptr.To(clusters)
-	}
-	return fvm
 }
 
 // create creates the FleetVirtualMachine; when the test ends it is deleted

@@ -29,15 +29,16 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
-// bigVM fills a cluster: no second one fits on its 16-CPU node.
-var bigVM = testVM{cores: 12, memory: "16Gi"}
+// A VM of bigCores and bigMemory fills a cluster: no second one fits on its 16-CPU node.
+const bigCores, bigMemory = 12, "16Gi"
 
 // fitsOf reads how many VMs of the shape the cluster's agent says fit.
-func fitsOf(t *testing.T, cluster string, vm testVM) (int32, bool) {
+func fitsOf(t *testing.T, cluster string, cores int, memory string) (int32, bool) {
 	t.Helper()
-	shape := capacity.Shape{CPU: resource.MustParse(fmt.Sprint(vm.cores)), Memory: resource.MustParse(vm.memory)}
+	shape := capacity.Shape{CPU: resource.MustParse(fmt.Sprint(cores)), Memory: resource.MustParse(memory)}
 	var score clusterv1alpha1.AddOnPlacementScore
 	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, &score); err != nil {
 		return 0, false
@@ -58,13 +59,13 @@ func fitsOf(t *testing.T, cluster string, vm testVM) (int32, bool) {
 func TestShortFlapAfterFitFellToZero(t *testing.T) {
 	const ns = "flap"
 	mark := vms.mark()
-	fvm := newFVM(ns, "web", 1, bigVM)
+	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(bigCores, bigMemory).DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	got := waitFVM(t, key, "running on one cluster", running(1))
 	on := names(got)[0]
 	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		n, ok := fitsOf(t, on, bigVM)
+		n, ok := fitsOf(t, on, bigCores, bigMemory)
 		return ok && n == 0, nil
 	}); err != nil {
 		t.Fatalf("%s's agent never scored 0 for the VM's shape: %v", on, err)
@@ -101,8 +102,8 @@ func TestShortFlapAfterFitFellToZero(t *testing.T) {
 func TestLostCluster(t *testing.T) {
 	const ns = "lost"
 	mark := vms.mark()
-	one := newFVM(ns, "one", 1, testVM{cores: 1, memory: "1Gi"})
-	every := newFVM(ns, "every", 0, testVM{cores: 1, memory: "1Gi"})
+	one := utiltesting.MakeFleetVM(ns, "one").Clusters(1).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
+	every := utiltesting.MakeFleetVM(ns, "every").VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, one)
 	create(t, every)
 	keyOne, keyEvery := client.ObjectKeyFromObject(one), client.ObjectKeyFromObject(every)
@@ -142,7 +143,7 @@ func TestLostCluster(t *testing.T) {
 func TestAgentStoppedScoreExpires(t *testing.T) {
 	const ns = "agent"
 	mark := vms.mark()
-	fvm := newFVM(ns, "db", 1, testVM{cores: 2, memory: "2Gi"})
+	fvm := utiltesting.MakeFleetVM(ns, "db").Clusters(1).VM(2, "2Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	on := names(waitFVM(t, key, "running", running(1)))[0]
@@ -186,8 +187,8 @@ func TestAgentStoppedScoreExpires(t *testing.T) {
 func TestSchedulerRestarted(t *testing.T) {
 	const ns = "scheduler"
 	mark := vms.mark()
-	big := newFVM(ns, "big", 1, bigVM)
-	small := newFVM(ns, "small", 2, testVM{cores: 1, memory: "1Gi"})
+	big := utiltesting.MakeFleetVM(ns, "big").Clusters(1).VM(bigCores, bigMemory).DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
+	small := utiltesting.MakeFleetVM(ns, "small").Clusters(2).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, big)
 	create(t, small)
 	keyBig, keySmall := client.ObjectKeyFromObject(big), client.ObjectKeyFromObject(small)
@@ -214,7 +215,7 @@ func TestSchedulerRestarted(t *testing.T) {
 func TestHubObjectsDeletedByHand(t *testing.T) {
 	const ns = "byhand"
 	mark := vms.mark()
-	fvm := newFVM(ns, "app", 2, testVM{cores: 1, memory: "1Gi"})
+	fvm := utiltesting.MakeFleetVM(ns, "app").Clusters(2).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	want := names(waitFVM(t, key, "running on 2", running(2)))
@@ -293,7 +294,7 @@ func TestHubObjectsDeletedByHand(t *testing.T) {
 func TestRemovalWithoutClusterSecret(t *testing.T) {
 	const ns = "nosecret"
 	mark := vms.mark()
-	fvm := newFVM(ns, "svc", 2, testVM{cores: 1, memory: "1Gi"})
+	fvm := utiltesting.MakeFleetVM(ns, "svc").Clusters(2).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	leaving := names(waitFVM(t, key, "running on 2", running(2)))[0]
@@ -369,7 +370,7 @@ func TestCollidingNames(t *testing.T) {
 	t.Logf("random pair: %s and %s", a, b)
 	for _, pair := range pairs {
 		for _, k := range pair {
-			create(t, newFVM(k.Namespace, k.Name, 1, testVM{cores: 1, memory: "1Gi"}))
+			create(t, utiltesting.MakeFleetVM(k.Namespace, k.Name).Clusters(1).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj())
 		}
 		first, second := pair[0], pair[1]
 		waitFVM(t, first, first.String()+" running", running(1))
@@ -428,10 +429,10 @@ func randomCollidingPair(rng *rand.Rand) (types.NamespacedName, types.Namespaced
 func TestOneFleetVMPerVM(t *testing.T) {
 	const ns = "claims"
 	mark := vms.mark()
-	first := newFVM(ns, "first", 1, testVM{cores: 1, memory: "1Gi", name: "shared"})
+	first := utiltesting.MakeFleetVM(ns, "first").Clusters(1).VM(1, "1Gi").VMName("shared").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	create(t, first)
 	waitFVM(t, client.ObjectKeyFromObject(first), "first running", running(1))
-	second := newFVM(ns, "second", 1, testVM{cores: 1, memory: "1Gi", name: "shared"})
+	second := utiltesting.MakeFleetVM(ns, "second").Clusters(1).VM(1, "1Gi").VMName("shared").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	err := fleet.Hub.Client.Create(t.Context(), second)
 	if err == nil || !strings.Contains(err.Error(), "already delivered by FleetVirtualMachine claims/first") {
 		t.Fatalf("second FleetVM for VM claims/shared: %v, want refused naming claims/first", err)
@@ -457,8 +458,8 @@ func TestOneFleetVMPerVM(t *testing.T) {
 		}()
 	}
 	racers := []*fleetv1alpha1.FleetVirtualMachine{
-		newFVM(ns, "racer-1", 1, testVM{cores: 1, memory: "1Gi", name: "raced"}),
-		newFVM(ns, "racer-2", 1, testVM{cores: 1, memory: "1Gi", name: "raced"}),
+		utiltesting.MakeFleetVM(ns, "racer-1").Clusters(1).VM(1, "1Gi").VMName("raced").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj(),
+		utiltesting.MakeFleetVM(ns, "racer-2").Clusters(1).VM(1, "1Gi").VMName("raced").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj(),
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(racers))
@@ -519,7 +520,7 @@ func TestIntendedRemovals(t *testing.T) {
 	const ns = "intended"
 	t.Run("label changed past the grace period", func(t *testing.T) {
 		mark := vms.mark()
-		fvm := newFVM(ns, "label", 0, testVM{cores: 1, memory: "1Gi"})
+		fvm := utiltesting.MakeFleetVM(ns, "label").VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 		create(t, fvm)
 		key := client.ObjectKeyFromObject(fvm)
 		waitFVM(t, key, "running on 3", running(3))
@@ -545,7 +546,7 @@ func TestIntendedRemovals(t *testing.T) {
 
 	t.Run("clusters lowered from 3 to 2", func(t *testing.T) {
 		mark := vms.mark()
-		fvm := newFVM(ns, "count", 3, testVM{cores: 1, memory: "1Gi"})
+		fvm := utiltesting.MakeFleetVM(ns, "count").Clusters(3).VM(1, "1Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 		create(t, fvm)
 		key := client.ObjectKeyFromObject(fvm)
 		before := names(waitFVM(t, key, "running on 3", running(3)))

@@ -14,7 +14,6 @@ package tenancy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -24,7 +23,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -188,41 +186,6 @@ func hubIdentity(ctx context.Context, f *fleetenv.Fleet) (client.Client, error) 
 		return nil, err
 	}
 	return impersonate(f, "mallory-as-hub")
-}
-
-// template is an inline VM: 1 CPU, 1Gi, with the given metadata and
-// extra spec fields merged in.
-func template(metadata map[string]any, extra map[string]any) *runtime.RawExtension {
-	spec := map[string]any{"template": map[string]any{"spec": map[string]any{
-		"domain": map[string]any{
-			"cpu": map[string]any{"cores": 1}, "memory": map[string]any{"guest": "1Gi"},
-			"resources": map[string]any{"requests": map[string]any{"memory": "1Gi"}}, "devices": map[string]any{},
-		},
-	}}}
-	for k, v := range extra {
-		spec[k] = v
-	}
-	vm := map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "spec": spec}
-	if metadata != nil {
-		vm["metadata"] = metadata
-	}
-	raw, err := json.Marshal(vm)
-	if err != nil {
-		panic(err)
-	}
-	return &runtime.RawExtension{Raw: raw}
-}
-
-// newFVM is a FleetVirtualMachine of ns with an inline VM for env=prod.
-func newFVM(ns, name string) *fleetv1alpha1.FleetVirtualMachine {
-	return &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Template:    template(nil, nil),
-			Placement:   fleetv1alpha1.FleetPlacement{Environment: "prod"},
-			RunStrategy: fleetv1alpha1.RunStrategyAlways,
-		},
-	}
 }
 
 // waitFVM polls the FleetVirtualMachine (as the admin) until cond holds.

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 // refused checks that a create was refused at admission (Invalid), with
@@ -59,12 +60,12 @@ func forbidden(t *testing.T, what string, err error) {
 // under it; with the field empty they run under team-a's own project.
 func TestProjectThatDoesNotServeTheNamespace(t *testing.T) {
 	for _, project := range []string{"platform-admin", "fleetvm-team-b"} {
-		fvm := newFVM("team-a", "project-"+strings.ReplaceAll(project, "-", ""))
+		fvm := utiltesting.MakeFleetVM("team-a", "project-"+strings.ReplaceAll(project, "-", "")).Obj()
 		fvm.Spec.Delivery.Project = project
 		refused(t, alice.Create(t.Context(), fvm), fvm, "spec.delivery.project", "does not", project)
 	}
 	for project, want := range map[string]string{"team-a-shared": "team-a-shared", "": "fleetvm-team-a"} {
-		fvm := newFVM("team-a", "project-ok-"+strings.TrimPrefix(want, "fleetvm-"))
+		fvm := utiltesting.MakeFleetVM("team-a", "project-ok-"+strings.TrimPrefix(want, "fleetvm-")).Obj()
 		fvm.Spec.Delivery.Project = project
 		if err := alice.Create(t.Context(), fvm); err != nil {
 			t.Fatalf("project %q: %v", project, err)
@@ -91,7 +92,7 @@ func TestProjectThatDoesNotServeTheNamespace(t *testing.T) {
 // never bound to team-a: refused; she cannot bind it herself; FleetVM does
 // not bind it into the Argo CD namespace; nothing runs on its cluster.
 func TestClusterSetNotBound(t *testing.T) {
-	fvm := newFVM("team-a", "restricted")
+	fvm := utiltesting.MakeFleetVM("team-a", "restricted").Obj()
 	fvm.Spec.Placement.ClusterSets = []string{"restricted"}
 	refused(t, alice.Create(t.Context(), fvm), fvm, "spec.placement.clusterSets[0]", `"restricted" is not bound to namespace team-a`, "ManagedClusterSetBinding")
 
@@ -111,7 +112,7 @@ func TestClusterSetNotBound(t *testing.T) {
 // set's cluster label while she lists the default set: the sets are the
 // limit, so nothing qualifies, and the status says so.
 func TestSelectorReachingAnotherSet(t *testing.T) {
-	fvm := newFVM("team-a", "selector")
+	fvm := utiltesting.MakeFleetVM("team-a", "selector").Obj()
 	fvm.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{clusterv1beta2.ClusterSetLabel: "restricted"}}
 	if err := alice.Create(t.Context(), fvm); err != nil {
 		t.Fatal(err)
@@ -138,8 +139,7 @@ func TestSelectorReachingAnotherSet(t *testing.T) {
 // or in team-b: refused, naming the field and the namespace it must be.
 func TestVMInAnotherNamespace(t *testing.T) {
 	for _, ns := range []string{"kube-system", "team-b"} {
-		fvm := newFVM("team-a", "elsewhere-"+strings.ReplaceAll(ns, "-", ""))
-		fvm.Spec.Template = template(map[string]any{"namespace": ns}, nil)
+		fvm := utiltesting.MakeFleetVM("team-a", "elsewhere-"+strings.ReplaceAll(ns, "-", "")).VMMetadata(map[string]any{"namespace": ns}).Obj()
 		refused(t, alice.Create(t.Context(), fvm), fvm, "spec.template.metadata.namespace", "only into its own namespace (team-a)")
 	}
 }
@@ -148,14 +148,13 @@ func TestVMInAnotherNamespace(t *testing.T) {
 // image namespace on the clusters, where team-b's images are imported:
 // refused. She cannot create a FleetDiskImage in team-b either.
 func TestAnotherTenantsImage(t *testing.T) {
-	fvm := newFVM("team-a", "borrowed-image")
-	fvm.Spec.Template = template(nil, map[string]any{"dataVolumeTemplates": []any{map[string]any{
+	fvm := utiltesting.MakeFleetVM("team-a", "borrowed-image").VMSpec("dataVolumeTemplates", []any{map[string]any{
 		"metadata": map[string]any{"name": "root"},
 		"spec": map[string]any{
 			"sourceRef": map[string]any{"kind": "DataSource", "namespace": "fleetvm-images", "name": "team-b.golden"},
 			"storage":   map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}},
 		},
-	}}})
+	}}).Obj()
 	refused(t, alice.Create(t.Context(), fvm), fvm, "spec.template.spec.dataVolumeTemplates[0].spec.sourceRef.namespace", "spec.diskImages")
 	fdi := &fleetv1alpha1.FleetDiskImage{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "golden"},
@@ -173,12 +172,12 @@ func TestAnotherTenantsImage(t *testing.T) {
 // ApplicationSets, Applications and AppProjects.
 func TestOtherTenantsAndFleetVMsObjects(t *testing.T) {
 	ctx := t.Context()
-	mine := newFVM("team-a", "mine")
+	mine := utiltesting.MakeFleetVM("team-a", "mine").Obj()
 	if err := alice.Create(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
 	remove(t, mine)
-	theirs := newFVM("team-b", "theirs")
+	theirs := utiltesting.MakeFleetVM("team-b", "theirs").Obj()
 	if err := bob.Create(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +209,7 @@ func TestOtherTenantsAndFleetVMsObjects(t *testing.T) {
 // own cluster's namespace on the hub.
 func TestForgedReports(t *testing.T) {
 	ctx := t.Context()
-	fvm := newFVM("team-a", "web")
+	fvm := utiltesting.MakeFleetVM("team-a", "web").Obj()
 	if err := alice.Create(ctx, fvm); err != nil {
 		t.Fatal(err)
 	}
