@@ -3,6 +3,8 @@
 package capacity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -40,18 +42,45 @@ func Normalize(free, reference resource.Quantity) int32 {
 	return int32(f*2*MaxScore) - MaxScore
 }
 
-// Shape is the CPU and memory one VM asks a node for.
+// Shape is what one VM asks a node for: CPU, memory and the Multus
+// networks it attaches to.
 type Shape struct {
 	CPU    resource.Quantity `json:"cpu"`
 	Memory resource.Quantity `json:"memory"`
+	// Networks are the NetworkAttachmentDefinitions, "namespace/name",
+	// sorted and without duplicates (see Networks).
+	Networks []string `json:"networks,omitempty"`
 }
 
 // Name is the shape's score name: "fit-" + CPU in millicores + "m-" +
-// memory in MiB (rounded up) + "mi", e.g. "fit-4000m-16384mi". Stable,
-// short, and a valid CEL string.
+// memory in MiB (rounded up) + "mi", e.g. "fit-4000m-16384mi", and with
+// networks "-net" + 8 hex digits of their hash. Stable, short, and a valid
+// CEL string.
 func (s Shape) Name() string {
 	mib := (s.Memory.Value() + (1<<20 - 1)) >> 20
-	return fmt.Sprintf("%s%dm-%dmi", fitPrefix, s.CPU.MilliValue(), mib)
+	name := fmt.Sprintf("%s%dm-%dmi", fitPrefix, s.CPU.MilliValue(), mib)
+	if len(s.Networks) > 0 {
+		sum := sha256.Sum256([]byte(strings.Join(s.Networks, ",")))
+		name += "-net" + hex.EncodeToString(sum[:4])
+	}
+	return name
+}
+
+// Networks qualifies the networks a VM in namespace attaches to ("name"
+// means namespace/name) and returns them sorted, without duplicates.
+func Networks(namespace string, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if !strings.Contains(n, "/") {
+			n = namespace + "/" + n
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // IsFitScore tells whether a score name is a shape's fit count.

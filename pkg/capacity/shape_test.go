@@ -25,6 +25,8 @@ func TestShapeName(t *testing.T) {
 		"fraction of a core":      {shape("500m", "1Gi"), "fit-500m-1024mi"},
 		"memory rounds up to MiB": {shape("1", "1000000000"), "fit-1000m-954mi"},
 		"one byte over a MiB":     {shape("1", "1048577"), "fit-1000m-2mi"},
+		"with networks": {Shape{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi"),
+			Networks: []string{"default/vlan2003"}}, "fit-1000m-1024mi-nete65b6787"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := tc.shape.Name(); got != tc.want {
@@ -108,5 +110,24 @@ func TestDecodeShapes(t *testing.T) {
 		if _, err := DecodeShapes(in); err == nil || !strings.Contains(err.Error(), "decode VM shapes") {
 			t.Errorf("DecodeShapes(%q) = %v, want a decode error", in, err)
 		}
+	}
+}
+
+// TestNetworks: a network without a namespace is the VM's namespace's;
+// order and duplicates do not change the shape, so the hub and the agent
+// name it alike.
+func TestNetworks(t *testing.T) {
+	got := Networks("team-a", "vlan2003", "default/vlan2003", "", "team-a/vlan2003", "default/vlan2004")
+	if diff := cmp.Diff([]string{"default/vlan2003", "default/vlan2004", "team-a/vlan2003"}, got); diff != "" {
+		t.Errorf("Networks (-want,+got):\n%s", diff)
+	}
+	a := Shape{CPU: resource.MustParse("1"), Networks: Networks("x", "b", "a")}
+	b := Shape{CPU: resource.MustParse("1"), Networks: Networks("x", "a", "b", "a")}
+	if a.Name() != b.Name() {
+		t.Errorf("same networks, different names: %s, %s", a.Name(), b.Name())
+	}
+	c := Shape{CPU: resource.MustParse("1"), Networks: Networks("x", "a")}
+	if a.Name() == c.Name() || c.Name() == (Shape{CPU: resource.MustParse("1")}).Name() {
+		t.Errorf("different networks share a name: %s", c.Name())
 	}
 }

@@ -42,3 +42,18 @@ func CPU(vm *kubevirtv1.VirtualMachine) resource.Quantity {
 	}
 	return *resource.NewQuantity(vcpus, resource.DecimalSI)
 }
+
+// Networks are the Multus networks the VM attaches to, as written
+// ("name" or "namespace/name"); the pod network needs nothing.
+func Networks(vm *kubevirtv1.VirtualMachine) []string {
+	if vm.Spec.Template == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range vm.Spec.Template.Spec.Networks {
+		if n.Multus != nil && n.Multus.NetworkName != "" {
+			out = append(out, n.Multus.NetworkName)
+		}
+	}
+	return out
+}

@@ -18,6 +18,9 @@ type Node struct {
 	Labels      map[string]string
 	// Unschedulable marks the node cordoned.
 	Unschedulable bool
+	// Extended are extended resources the node offers, such as a bridge's
+	// "bridge.network.kubevirt.io/bridge2003": "1k".
+	Extended map[corev1.ResourceName]string
 }
 
 // CreateNode creates a Ready node with the given allocatable capacity.
@@ -42,6 +45,13 @@ func (c *Cluster) CreateNode(ctx context.Context, n Node) (*corev1.Node, error) 
 		return nil, fmt.Errorf("create node %s on %s: %w", n.Name, c.Name, err)
 	}
 	resources := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem, corev1.ResourcePods: resource.MustParse("110")}
+	for name, q := range n.Extended {
+		v, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, fmt.Errorf("node %s %s: %w", n.Name, name, err)
+		}
+		resources[name] = v
+	}
 	node.Status = corev1.NodeStatus{
 		Capacity:    resources,
 		Allocatable: resources,

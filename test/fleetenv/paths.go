@@ -128,7 +128,7 @@ type crdSet struct {
 // crdPaths lists the CRD files of the hub and of the spokes.
 //
 // Hub: FleetVM's own; OCM cluster, addon and work; Argo CD; GitOpsCluster.
-// Spokes: KubeVirt and CDI. OCM and Argo CD CRDs come from their Go modules
+// Spokes: KubeVirt, CDI and Multus' NetworkAttachmentDefinition. OCM and Argo CD CRDs come from their Go modules
 // so they always match the pinned versions; the others are copies in
 // test/testdata/crds.
 func crdPaths(root string) (crdSet, error) {
@@ -167,6 +167,7 @@ func crdPaths(root string) (crdSet, error) {
 		filepath.Join(third, "cdi.kubevirt.io_datavolumes.yaml"),
 		filepath.Join(third, "cdi.kubevirt.io_datasources.yaml"),
 		filepath.Join(third, "cdi.kubevirt.io_dataimportcrons.yaml"),
+		filepath.Join(third, "k8s.cni.cncf.io_network-attachment-definitions.yaml"),
 		filepath.Join(ocm, "work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml"),
 	}
 	return crdSet{hub: hub, spoke: spoke}, nil

@@ -6,6 +6,7 @@ package utiltesting
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,10 @@ type vmTemplate struct {
 	memory        string
 	running       bool
 	containerDisk string
-	spec          map[string]any
+	// networks are Multus network names, attached by bridge next to the
+	// pod network.
+	networks []string
+	spec     map[string]any
 }
 
 // MakeFleetVM is a FleetVirtualMachine ns/name for env=prod, RunStrategy
@@ -162,6 +166,13 @@ func (w *FleetVMWrapper) ContainerDisk(image string) *FleetVMWrapper {
 	return w
 }
 
+// Network attaches the VM to a Multus network (a NetworkAttachmentDefinition,
+// "name" or "namespace/name") by bridge, next to the pod network.
+func (w *FleetVMWrapper) Network(networkName string) *FleetVMWrapper {
+	w.vm.networks = append(w.vm.networks, networkName)
+	return w
+}
+
 // VMSpec sets a field of the template's spec (next to "template"), e.g.
 // dataVolumeTemplates.
 func (w *FleetVMWrapper) VMSpec(field string, value any) *FleetVMWrapper {
@@ -189,6 +200,17 @@ func (t vmTemplate) raw() *runtime.RawExtension {
 	if t.containerDisk != "" {
 		domain["devices"] = map[string]any{"disks": []any{map[string]any{"name": "root", "disk": map[string]any{"bus": "virtio"}}}}
 		podSpec["volumes"] = []any{map[string]any{"name": "root", "containerDisk": map[string]any{"image": t.containerDisk}}}
+	}
+	if len(t.networks) > 0 {
+		ifaces := []any{map[string]any{"name": "default", "masquerade": map[string]any{}}}
+		nets := []any{map[string]any{"name": "default", "pod": map[string]any{}}}
+		for i, n := range t.networks {
+			name := fmt.Sprintf("net%d", i+1)
+			ifaces = append(ifaces, map[string]any{"name": name, "bridge": map[string]any{}})
+			nets = append(nets, map[string]any{"name": name, "multus": map[string]any{"networkName": n}})
+		}
+		domain["devices"].(map[string]any)["interfaces"] = ifaces
+		podSpec["networks"] = nets
 	}
 	spec := map[string]any{"template": map[string]any{"spec": podSpec}}
 	if t.running {

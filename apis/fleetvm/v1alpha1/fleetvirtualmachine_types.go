@@ -197,6 +197,21 @@ type FleetPlacement struct {
 	// +kubebuilder:validation:Maximum=10000
 	Clusters *int32 `json:"clusters,omitempty"`
 
+	// requiredNetworks are the Multus networks the VM attaches to, as
+	// "namespace/name" of a NetworkAttachmentDefinition or "name" in the
+	// FleetVirtualMachine's namespace. FleetVM places the VM only on
+	// clusters with a node that has room for it and offers every one of
+	// them (the NetworkAttachmentDefinition exists; its node resource, such
+	// as a bridge's, is on that node). For an inline template FleetVM reads
+	// them from spec.template.spec.networks and adds these; for a VM from
+	// git (spec.source), which the hub cannot read, list them here.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +listType=set
+	RequiredNetworks []string `json:"requiredNetworks,omitempty"`
+
 	// tolerations let the VM go to clusters with matching taints.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16

@@ -313,6 +313,11 @@ func (in *FleetPlacement) DeepCopyInto(out *FleetPlacement) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.RequiredNetworks != nil {
+		in, out := &in.RequiredNetworks, &out.RequiredNetworks
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Tolerations != nil {
 		in, out := &in.Tolerations, &out.Tolerations
 		*out = make([]v1beta1.Toleration, len(*in))

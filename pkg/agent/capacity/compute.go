@@ -17,11 +17,29 @@ import (
 // can run VMs. When any node carries it, only nodes with value "true" count.
 const LabelKubeVirtSchedulable = "kubevirt.io/schedulable"
 
-// Free is the CPU and memory left on one node.
+// Free is the CPU, memory and extended resources (such as a bridge's
+// bridge.network.kubevirt.io/bridge2003) left on one node.
 type Free struct {
-	Node   string
-	CPU    resource.Quantity
-	Memory resource.Quantity
+	Node     string
+	CPU      resource.Quantity
+	Memory   resource.Quantity
+	Extended map[corev1.ResourceName]int64
+}
+
+// Networks are the NetworkAttachmentDefinitions of a spoke,
+// "namespace/name", each with the node resource it needs (its
+// k8s.v1.cni.cncf.io/resourceName annotation), "" when none.
+type Networks map[string]corev1.ResourceName
+
+// AnnotationResourceName is the annotation by which a
+// NetworkAttachmentDefinition names the node resource a pod attached to
+// it needs (bridge-marker, SR-IOV).
+const AnnotationResourceName = "k8s.v1.cni.cncf.io/resourceName"
+
+// extended tells whether r is an extended resource (a domain-prefixed
+// name, not cpu, memory or storage).
+func extended(r corev1.ResourceName) bool {
+	return strings.Contains(string(r), "/") && !strings.HasPrefix(string(r), corev1.ResourceHugePagesPrefix)
 }
 
 // Schedulable tells which nodes may run VMs: Ready, not cordoned and, when
@@ -91,11 +109,18 @@ func FreeByNode(nodes []corev1.Node, pods []corev1.Pod) []Free {
 	out := make([]Free, 0, len(sched))
 	for _, n := range sched {
 		index[n.Name] = len(out)
-		out = append(out, Free{
-			Node:   n.Name,
-			CPU:    n.Status.Allocatable.Cpu().DeepCopy(),
-			Memory: n.Status.Allocatable.Memory().DeepCopy(),
-		})
+		f := Free{
+			Node:     n.Name,
+			CPU:      n.Status.Allocatable.Cpu().DeepCopy(),
+			Memory:   n.Status.Allocatable.Memory().DeepCopy(),
+			Extended: map[corev1.ResourceName]int64{},
+		}
+		for r, q := range n.Status.Allocatable {
+			if extended(r) {
+				f.Extended[r] = q.Value()
+			}
+		}
+		out = append(out, f)
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -106,6 +131,13 @@ func FreeByNode(nodes []corev1.Node, pods []corev1.Pod) []Free {
 		cpu, mem := PodRequests(p)
 		out[idx].CPU.Sub(cpu)
 		out[idx].Memory.Sub(mem)
+		for _, c := range p.Spec.Containers {
+			for r, q := range c.Resources.Requests {
+				if extended(r) {
+					out[idx].Extended[r] -= q.Value()
+				}
+			}
+		}
 	}
 	for i := range out {
 		if out[i].CPU.Sign() < 0 {
@@ -114,35 +146,43 @@ func FreeByNode(nodes []corev1.Node, pods []corev1.Pod) []Free {
 		if out[i].Memory.Sign() < 0 {
 			out[i].Memory = resource.Quantity{}
 		}
+		for r, n := range out[i].Extended {
+			out[i].Extended[r] = max(n, 0)
+		}
 	}
 	slices.SortFunc(out, func(a, b Free) int { return strings.Compare(a.Node, b.Node) })
 	return out
 }
 
-// Fits is how many VMs of the shape fit on the free capacity of one node.
-func Fits(f Free, s capacity.Shape) int64 {
-	cpu, mem := s.CPU.MilliValue(), s.Memory.Value()
-	if cpu <= 0 && mem <= 0 {
-		return capacity.MaxScore
+// Fits is how many VMs of the shape fit on the free capacity of one node:
+// CPU, memory and every network on that node. A network fits when its
+// NetworkAttachmentDefinition exists and, if it names a node resource,
+// the node has one left per VM.
+func Fits(f Free, s capacity.Shape, nets Networks) int64 {
+	n := int64(capacity.MaxScore)
+	if cpu := s.CPU.MilliValue(); cpu > 0 {
+		n = min(n, f.CPU.MilliValue()/cpu)
 	}
-	n := int64(-1)
-	if cpu > 0 {
-		n = f.CPU.MilliValue() / cpu
+	if mem := s.Memory.Value(); mem > 0 {
+		n = min(n, f.Memory.Value()/mem)
 	}
-	if mem > 0 {
-		m := f.Memory.Value() / mem
-		if n < 0 || m < n {
-			n = m
+	for _, net := range s.Networks {
+		res, ok := nets[net]
+		if !ok {
+			return 0
+		}
+		if res != "" {
+			n = min(n, f.Extended[res])
 		}
 	}
-	return n
+	return max(n, 0)
 }
 
 // Scores computes the fleetvm-capacity scores of a spoke, sorted by name:
 // the normalized free CPU and memory summed over schedulable nodes, and for
-// each shape how many such VMs fit, counted per node and capped at
-// capacity.MaxScore.
-func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape) []clusterv1alpha1.AddOnPlacementScoreItem {
+// each shape how many such VMs fit, counted per node (CPU, memory and
+// networks on the same node) and capped at capacity.MaxScore.
+func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape, nets Networks) []clusterv1alpha1.AddOnPlacementScoreItem {
 	free := FreeByNode(nodes, pods)
 	var cpu, mem resource.Quantity
 	for _, f := range free {
@@ -156,7 +196,7 @@ func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape) []c
 	for _, s := range shapes {
 		var n int64
 		for _, f := range free {
-			n += Fits(f, s)
+			n += Fits(f, s, nets)
 			if n >= capacity.MaxScore {
 				n = capacity.MaxScore
 				break

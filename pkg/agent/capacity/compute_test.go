@@ -125,10 +125,112 @@ func TestScores(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Scores(tc.nodes, tc.pods, tc.shapes)
+			got := Scores(tc.nodes, tc.pods, tc.shapes, nil)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Scores (-want,+got):\n%s", diff)
 			}
+		})
+	}
+}
+
+const bridge corev1.ResourceName = "bridge.network.kubevirt.io/bridge2003"
+
+// withBridge gives the node n of the bridge resource.
+func withBridge(n int64) nodeOpt {
+	return func(node *corev1.Node) {
+		node.Status.Allocatable[bridge] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+}
+
+// bridgePod is a virt-launcher pod on node attached to the bridge.
+func bridgePod(node string) corev1.Pod {
+	p := pod(node, "1", "1Gi", corev1.PodRunning)
+	p.Spec.Containers[0].Resources.Requests[bridge] = resource.MustParse("1")
+	return p
+}
+
+// TestScoresWithNetworks: a VM that needs networks fits only where every
+// NetworkAttachmentDefinition exists and, for one that names a node
+// resource, on a node that has CPU, memory and that resource left, all on
+// the same node.
+func TestScoresWithNetworks(t *testing.T) {
+	vlan := capacity.Shape{CPU: resource.MustParse("4"), Memory: resource.MustParse("8Gi"),
+		Networks: []string{"default/vlan2003"}}
+	twoNets := vlan
+	twoNets.Networks = []string{"default/storage", "default/vlan2003"}
+	gitOnly := capacity.Shape{Networks: []string{"default/vlan2003"}}
+	withBridgeNAD := Networks{"default/vlan2003": bridge, "default/storage": ""}
+	cases := map[string]struct {
+		nodes []corev1.Node
+		pods  []corev1.Pod
+		nets  Networks
+		shape capacity.Shape
+		want  int32
+	}{
+		"no NetworkAttachmentDefinition": {
+			nodes: []corev1.Node{node("a", "16", "64Gi", withBridge(1000))},
+			nets:  Networks{"default/other": ""},
+			shape: vlan, want: 0,
+		},
+		"same name in another namespace is not it": {
+			nodes: []corev1.Node{node("a", "16", "64Gi")},
+			nets:  Networks{"team-a/vlan2003": ""},
+			shape: vlan, want: 0,
+		},
+		"network without a node resource: CPU and memory decide": {
+			nodes: []corev1.Node{node("a", "16", "64Gi")},
+			nets:  Networks{"default/vlan2003": ""},
+			shape: vlan, want: 4,
+		},
+		"bridge on no node": {
+			nodes: []corev1.Node{node("a", "16", "64Gi"), node("b", "16", "64Gi")},
+			nets:  withBridgeNAD,
+			shape: vlan, want: 0,
+		},
+		"the only node with room lacks the bridge": {
+			nodes: []corev1.Node{node("full", "2", "4Gi", withBridge(1000)), node("roomy", "16", "64Gi")},
+			nets:  withBridgeNAD,
+			shape: vlan, want: 0,
+		},
+		"room and bridge on the same node": {
+			nodes: []corev1.Node{node("full", "2", "4Gi"), node("roomy", "16", "64Gi", withBridge(1000))},
+			nets:  withBridgeNAD,
+			shape: vlan, want: 4,
+		},
+		"the bridge's ports run out before the CPU": {
+			nodes: []corev1.Node{node("a", "16", "64Gi", withBridge(3))},
+			pods:  []corev1.Pod{bridgePod("a"), bridgePod("a")},
+			nets:  withBridgeNAD,
+			shape: vlan, want: 1,
+		},
+		"every network must be there": {
+			nodes: []corev1.Node{node("a", "16", "64Gi", withBridge(1000))},
+			nets:  Networks{"default/vlan2003": bridge},
+			shape: twoNets, want: 0,
+		},
+		"two networks, both there": {
+			nodes: []corev1.Node{node("a", "16", "64Gi", withBridge(1000))},
+			nets:  withBridgeNAD,
+			shape: twoNets, want: 4,
+		},
+		"a VM from git: networks only": {
+			nodes: []corev1.Node{node("a", "1", "1Gi", withBridge(2))},
+			nets:  withBridgeNAD,
+			shape: gitOnly, want: 2,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Scores(tc.nodes, tc.pods, []capacity.Shape{tc.shape}, tc.nets)
+			for _, s := range got {
+				if s.Name == tc.shape.Name() {
+					if s.Value != tc.want {
+						t.Errorf("fit = %d, want %d", s.Value, tc.want)
+					}
+					return
+				}
+			}
+			t.Errorf("no score %s in %v", tc.shape.Name(), got)
 		})
 	}
 }

@@ -11,11 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -113,11 +115,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonShapesInvalid, err.Error()
 		}
 	}
-	scores := Scores(nodes.Items, pods.Items, shapes)
+	nets, err := ReadNetworks(ctx, r.Spoke)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	scores := Scores(nodes.Items, pods.Items, shapes, nets)
 	if err := r.publish(ctx, scores, cond); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.resync()}, nil
+}
+
+// NetworkAttachmentDefinitionGVK is Multus' NetworkAttachmentDefinition;
+// the agent reads only its metadata.
+var NetworkAttachmentDefinitionGVK = schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}
+
+// ReadNetworks lists the spoke's NetworkAttachmentDefinitions with the
+// node resource each needs. A cluster without Multus (no such kind) has
+// none.
+func ReadNetworks(ctx context.Context, c client.Reader) (Networks, error) {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(NetworkAttachmentDefinitionGVK.GroupVersion().WithKind("NetworkAttachmentDefinitionList"))
+	if err := c.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return Networks{}, nil
+		}
+		return nil, fmt.Errorf("list NetworkAttachmentDefinitions: %w", err)
+	}
+	out := make(Networks, len(list.Items))
+	for _, n := range list.Items {
+		out[n.Namespace+"/"+n.Name] = corev1.ResourceName(n.Annotations[AnnotationResourceName])
+	}
+	return out, nil
 }
 
 type decodeError struct{ error }
@@ -198,7 +227,7 @@ func NeedsWrite(status *clusterv1alpha1.AddOnPlacementScoreStatus, scores []clus
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 	key, d := r.key(), r.debounce()
 	inNamespace := func(o client.Object) bool { return o.GetNamespace() == r.Namespace }
-	err := ctrl.NewControllerManagedBy(mgr).
+	err := r.watchNetworks(mgr, ctrl.NewControllerManagedBy(mgr)).
 		Named("fleetvm-capacity").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced(key, d, nil, nodeChanged))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, debounced(key, d, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }, podChanged))).
@@ -219,6 +248,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 		return fmt.Errorf("set up capacity controller: %w", err)
 	}
 	return nil
+}
+
+// watchNetworks adds a watch on NetworkAttachmentDefinitions when the
+// spoke serves them; without Multus there is nothing to watch, and a
+// Multus installed later is seen at the next resync.
+func (r *Reconciler) watchNetworks(mgr ctrl.Manager, b *builder.TypedBuilder[reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
+	if _, err := mgr.GetRESTMapper().RESTMapping(NetworkAttachmentDefinitionGVK.GroupKind(), NetworkAttachmentDefinitionGVK.Version); err != nil {
+		return b
+	}
+	nad := &metav1.PartialObjectMetadata{}
+	nad.SetGroupVersionKind(NetworkAttachmentDefinitionGVK)
+	return b.WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(nad), debounced(r.key(), r.debounce(), nil,
+		func(o, n client.Object) bool {
+			return o.GetAnnotations()[AnnotationResourceName] != n.GetAnnotations()[AnnotationResourceName]
+		})))
 }
 
 func nodeChanged(o, n *corev1.Node) bool {

@@ -89,7 +89,8 @@ func TestGeneratedObjects(t *testing.T) {
 				Spec: fleetv1alpha1.FleetVirtualMachineSpec{
 					Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/charts.git", Path: "vm",
 						Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-{{environment}}.yaml"}, Values: "password: {{ .Values.secret }}\n"}},
-					Placement:   fleetv1alpha1.FleetPlacement{Environment: "prod", Prioritizer: fleetv1alpha1.PrioritizerSteady},
+					Placement: fleetv1alpha1.FleetPlacement{Environment: "prod", Prioritizer: fleetv1alpha1.PrioritizerSteady,
+						RequiredNetworks: []string{"default/vlan2003"}},
 					RunStrategy: fleetv1alpha1.RunStrategyAlways,
 				},
 			},

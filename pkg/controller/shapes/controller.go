@@ -92,10 +92,20 @@ func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
 	return nil
 }
 
-// Of returns the shape of a FleetVirtualMachine's inline VM.
+// Of returns the shape of a FleetVirtualMachine's VM: for an inline VM,
+// its CPU, memory and Multus networks plus spec.placement.requiredNetworks;
+// for a VM from git, which the hub cannot read, only the required
+// networks (none: no shape, nothing to fit).
 func Of(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
-	if fvm.Spec.Template == nil || fvm.DeletionTimestamp != nil {
+	if fvm.DeletionTimestamp != nil {
 		return capacity.Shape{}, false
+	}
+	required := fvm.Spec.Placement.RequiredNetworks
+	if fvm.Spec.Template == nil {
+		if len(required) == 0 {
+			return capacity.Shape{}, false
+		}
+		return capacity.Shape{Networks: capacity.Networks(fvm.Namespace, required...)}, true
 	}
 	vm, errs := vmtemplate.Decode(fvm.Spec.Template.Raw, field.NewPath("spec", "template"))
 	if vm == nil || len(errs) > 0 {
@@ -105,7 +115,10 @@ func Of(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
 	if !ok {
 		return capacity.Shape{}, false
 	}
-	return capacity.Shape{CPU: vmtemplate.CPU(vm), Memory: mem}, true
+	return capacity.Shape{
+		CPU: vmtemplate.CPU(vm), Memory: mem,
+		Networks: capacity.Networks(fvm.Namespace, append(vmtemplate.Networks(vm), required...)...),
+	}, true
 }
 
 // SetupWithManager registers the controller: any FleetVirtualMachine spec

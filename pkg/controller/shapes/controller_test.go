@@ -33,8 +33,8 @@ func cluster(name string) *clusterv1.ManagedCluster {
 }
 
 // TestReconcile: every cluster namespace gets one ConfigMap with the
-// fleet's distinct shapes (a VM from git, with no template, and a deleting
-// FleetVirtualMachine ask for none); a second pass writes nothing; a
+// fleet's distinct shapes, networks included (a VM from git asks only for
+// its required networks, if any; a deleting FleetVirtualMachine for none); a second pass writes nothing; a
 // ConfigMap edited by hand is put back.
 func TestReconcile(t *testing.T) {
 	s := runtime.NewScheme()
@@ -46,9 +46,16 @@ func TestReconcile(t *testing.T) {
 	deleting.DeletionTimestamp = &now
 	deleting.Finalizers = []string{"test"}
 	fromGit := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "git"}}
+	gitBridged := fromGit.DeepCopy()
+	gitBridged.Name = "git-bridged"
+	gitBridged.Spec.Placement.RequiredNetworks = []string{"default/vlan2003"}
+	bridged := fvm("bridged", "4", "16Gi")
+	bridged.Spec.Template.Raw = []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{` +
+		`"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{}},` +
+		`"networks":[{"name":"default","pod":{}},{"name":"vlan","multus":{"networkName":"vlan2003"}}]}}}}`)
 	writes := 0
 	c := fake.NewClientBuilder().WithScheme(s).
-		WithObjects(fvm("a", "4", "16Gi"), fvm("b", "4", "16384Mi"), fvm("small", "1", "1Gi"), deleting, fromGit,
+		WithObjects(fvm("a", "4", "16Gi"), fvm("b", "4", "16384Mi"), fvm("small", "1", "1Gi"), deleting, fromGit, gitBridged, bridged,
 			cluster("prod-a"), cluster("dev-a")).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -62,7 +69,10 @@ func TestReconcile(t *testing.T) {
 		}).Build()
 	r := &Reconciler{Client: c}
 	ctx := context.Background()
-	want := `[{"cpu":"1","memory":"1Gi"},{"cpu":"4","memory":"16Gi"}]`
+	// By name: the git VM's networks-only shape, 1 core, 4 cores, and
+	// 4 cores on team-a's vlan2003 (qualified with the VM's namespace).
+	want := `[{"cpu":"0","memory":"0","networks":["default/vlan2003"]},{"cpu":"1","memory":"1Gi"},` +
+		`{"cpu":"4","memory":"16Gi"},{"cpu":"4","memory":"16Gi","networks":["team-a/vlan2003"]}]`
 	read := func(ns string) string {
 		t.Helper()
 		cm := &corev1.ConfigMap{}
