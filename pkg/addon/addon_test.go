@@ -175,6 +175,7 @@ func TestSpokeRulesReadOnly(t *testing.T) {
 		"/nodes": read, "/pods": read, "/persistentvolumeclaims": read,
 		"kubevirt.io/virtualmachines": read, "kubevirt.io/virtualmachineinstances": read,
 		"cdi.kubevirt.io/datavolumes": read, "cdi.kubevirt.io/datasources": read,
+		"k8s.cni.cncf.io/network-attachment-definitions": read,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spoke ClusterRole group/resource → verbs (-want,+got):\n%s", diff)
