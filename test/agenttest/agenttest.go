@@ -90,6 +90,20 @@ func Resources(cpu, memory string) VMOption {
 	}
 }
 
+// Multus attaches the VM to a Multus network (a NetworkAttachmentDefinition,
+// "name" or "namespace/name") by bridge.
+func Multus(name, networkName string) VMOption {
+	return func(vm *kubevirtv1.VirtualMachine) {
+		spec := &vm.Spec.Template.Spec
+		spec.Domain.Devices.Interfaces = append(spec.Domain.Devices.Interfaces, kubevirtv1.Interface{
+			Name: name, InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
+		})
+		spec.Networks = append(spec.Networks, kubevirtv1.Network{
+			Name: name, NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: networkName}},
+		})
+	}
+}
+
 // RunStrategy sets spec.runStrategy.
 func RunStrategy(s kubevirtv1.VirtualMachineRunStrategy) VMOption {
 	return func(vm *kubevirtv1.VirtualMachine) { vm.Spec.RunStrategy = ptr.To(s) }

@@ -20,6 +20,29 @@ const labelSchedulable = "kubevirt.io/schedulable"
 type nodeRoom struct {
 	Node        string
 	CPU, Memory resource.Quantity
+	// Extended are the extended resources left, such as a bridge's
+	// bridge.network.kubevirt.io/bridge2003.
+	Extended corev1.ResourceList
+}
+
+// fits tells whether requests fit in the room, as kube-scheduler's
+// NodeResourcesFit does: every requested resource, extended ones included.
+func (r nodeRoom) fits(requests corev1.ResourceList) bool {
+	for name, q := range requests {
+		var left resource.Quantity
+		switch name {
+		case corev1.ResourceCPU:
+			left = r.CPU
+		case corev1.ResourceMemory:
+			left = r.Memory
+		default:
+			left = r.Extended[name]
+		}
+		if left.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // roomByNode returns, for every node a virt-launcher pod could land on, its
@@ -40,7 +63,14 @@ func roomByNode(nodes []corev1.Node, pods []corev1.Pod) []nodeRoom {
 			continue
 		}
 		byName[n.Name] = len(out)
-		out = append(out, nodeRoom{Node: n.Name, CPU: n.Status.Allocatable.Cpu().DeepCopy(), Memory: n.Status.Allocatable.Memory().DeepCopy()})
+		room := nodeRoom{Node: n.Name, CPU: n.Status.Allocatable.Cpu().DeepCopy(), Memory: n.Status.Allocatable.Memory().DeepCopy(),
+			Extended: corev1.ResourceList{}}
+		for name, q := range n.Status.Allocatable {
+			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				room.Extended[name] = q.DeepCopy()
+			}
+		}
+		out = append(out, room)
 	}
 	for i := range pods {
 		p := &pods[i]
@@ -51,6 +81,12 @@ func roomByNode(nodes []corev1.Node, pods []corev1.Pod) []nodeRoom {
 		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
 		out[idx].CPU.Sub(req[corev1.ResourceCPU])
 		out[idx].Memory.Sub(req[corev1.ResourceMemory])
+		for name, q := range req {
+			if left, ok := out[idx].Extended[name]; ok {
+				left.Sub(q)
+				out[idx].Extended[name] = left
+			}
+		}
 	}
 	return out
 }

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -25,6 +28,7 @@ import (
 // Reasons the simulator writes into VM conditions.
 const (
 	reasonUnschedulable = "Unschedulable"
+	reasonFailedCreate  = "FailedCreate"
 	reasonRunning       = "Running"
 	reasonNotRunning    = "NotRunning"
 	reasonProvisioning  = "Provisioning"
@@ -120,9 +124,21 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 		if ok, wait := s.due(vm.UID); !ok {
 			return wait, nil
 		}
-		cpu := vmtemplate.CPU(vm)
-		memory, _ := vmtemplate.Memory(vm)
-		node, err := s.pickNode(ctx, cpu, memory)
+		requests, missing, err := s.launcherRequests(ctx, vm)
+		if err != nil {
+			return 0, err
+		}
+		if missing != "" {
+			// virt-controller cannot render the launcher pod.
+			if st.PrintableStatus != kubevirtv1.VirtualMachineStatusStarting {
+				st.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
+				s.stepped(vm.UID)
+			}
+			setVMCondition(st, kubevirtv1.VirtualMachineFailure, corev1.ConditionTrue, reasonFailedCreate,
+				"failed to render launch manifest: failed to locate network attachment definition "+missing, now)
+			return 0, nil
+		}
+		node, err := s.pickNode(ctx, requests)
 		if err != nil {
 			return 0, err
 		}
@@ -132,7 +148,7 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 				s.stepped(vm.UID)
 			}
 			setVMCondition(st, kubevirtv1.VirtualMachineFailure, corev1.ConditionTrue, reasonUnschedulable,
-				fmt.Sprintf("no schedulable node has %s CPU and %s memory free", cpu.String(), memory.String()), now)
+				"no schedulable node has "+describe(requests)+" free", now)
 			return 0, nil
 		}
 		removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
@@ -140,7 +156,7 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 		if err != nil {
 			return 0, err
 		}
-		if err := s.ensurePod(ctx, vm, vmi, cpu, memory); err != nil {
+		if err := s.ensurePod(ctx, launcherPod(vm, vmi, node, requests)); err != nil {
 			return 0, err
 		}
 		st.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
@@ -151,7 +167,16 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 
 	removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
 	st.Created = true
-	if err := s.ensurePod(ctx, vm, vmi, vmtemplate.CPU(vm), mustMemory(vm)); err != nil {
+	// The pod of a running instance was rendered when it started; a
+	// network removed since does not take it away.
+	requests, missing, err := s.launcherRequests(ctx, vm)
+	if err != nil {
+		return 0, err
+	}
+	if missing != "" {
+		requests = computeRequests(vm)
+	}
+	if err := s.ensurePod(ctx, launcherPod(vm, vmi, vmi.Status.NodeName, requests)); err != nil {
 		return 0, err
 	}
 	if vmi.Status.Phase != kubevirtv1.Running {
@@ -170,9 +195,59 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 	return 0, nil
 }
 
-func mustMemory(vm *kubevirtv1.VirtualMachine) resource.Quantity {
-	m, _ := vmtemplate.Memory(vm)
-	return m
+// computeRequests are the CPU and memory of the launcher pod's compute
+// container.
+func computeRequests(vm *kubevirtv1.VirtualMachine) corev1.ResourceList {
+	requests := corev1.ResourceList{corev1.ResourceCPU: vmtemplate.CPU(vm)}
+	if m, _ := vmtemplate.Memory(vm); !m.IsZero() {
+		requests[corev1.ResourceMemory] = m
+	}
+	return requests
+}
+
+// launcherRequests are what the VM's launcher pod asks its node for: CPU,
+// memory, and one of the node resource each Multus network names (as
+// KubeVirt's network-resources-injector adds it). missing names the first
+// network whose NetworkAttachmentDefinition does not exist.
+func (s *Simulator) launcherRequests(ctx context.Context, vm *kubevirtv1.VirtualMachine) (corev1.ResourceList, string, error) {
+	requests := computeRequests(vm)
+	if vm.Spec.Template == nil {
+		return requests, "", nil
+	}
+	for _, n := range vm.Spec.Template.Spec.Networks {
+		if n.Multus == nil {
+			continue
+		}
+		ns, name, ok := strings.Cut(n.Multus.NetworkName, "/")
+		if !ok {
+			ns, name = vm.Namespace, n.Multus.NetworkName
+		}
+		nad := &metav1.PartialObjectMetadata{}
+		nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+		if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, nad); err != nil {
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				return nil, ns + "/" + name, nil
+			}
+			return nil, "", fmt.Errorf("get NetworkAttachmentDefinition %s/%s: %w", ns, name, err)
+		}
+		if res := nad.Annotations["k8s.v1.cni.cncf.io/resourceName"]; res != "" {
+			q := requests[corev1.ResourceName(res)]
+			q.Add(resource.MustParse("1"))
+			requests[corev1.ResourceName(res)] = q
+		}
+	}
+	return requests, "", nil
+}
+
+// describe renders requests for a message: "4 cpu, 8Gi memory, 1
+// bridge.network.kubevirt.io/bridge2003", sorted by name.
+func describe(requests corev1.ResourceList) string {
+	parts := make([]string, 0, len(requests))
+	for name, q := range requests {
+		parts = append(parts, q.String()+" "+string(name))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 // stop moves a VM that should not run towards Stopped.
@@ -207,7 +282,7 @@ func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi
 
 // pickNode returns the first schedulable node, by name, with room for the
 // requests, or "" when none has room.
-func (s *Simulator) pickNode(ctx context.Context, cpu, memory resource.Quantity) (string, error) {
+func (s *Simulator) pickNode(ctx context.Context, requests corev1.ResourceList) (string, error) {
 	var nodes corev1.NodeList
 	if err := s.client.List(ctx, &nodes); err != nil {
 		return "", fmt.Errorf("list nodes: %w", err)
@@ -218,7 +293,7 @@ func (s *Simulator) pickNode(ctx context.Context, cpu, memory resource.Quantity)
 	}
 	all := slices.Concat(pods.Items, s.assumedPods(pods.Items))
 	for _, f := range sortedByName(roomByNode(nodes.Items, all), func(f nodeRoom) string { return f.Node }) {
-		if f.CPU.Cmp(cpu) >= 0 && f.Memory.Cmp(memory) >= 0 {
+		if f.fits(requests) {
 			return f.Node, nil
 		}
 	}
@@ -302,8 +377,7 @@ func (s *Simulator) startInstance(ctx context.Context, vm *kubevirtv1.VirtualMac
 
 // ensurePod creates the instance's virt-launcher pod, Running on the
 // instance's node, unless it exists.
-func (s *Simulator) ensurePod(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, cpu, memory resource.Quantity) error {
-	pod := launcherPod(vm, vmi, vmi.Status.NodeName, cpu, memory)
+func (s *Simulator) ensurePod(ctx context.Context, pod *corev1.Pod) error {
 	if err := s.client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); err == nil {
 		return nil
 	} else if !apierrors.IsNotFound(err) {

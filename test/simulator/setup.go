@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -20,15 +22,22 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 	if err := s.discoverStatusSubresources(mgr); err != nil {
 		return err
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("kubevirt-simulator").
 		For(&kubevirtv1.VirtualMachine{}).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
 		Owns(&cdiv1beta1.DataVolume{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(s.podToVMs)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(s.unschedulableVMs)).
-		Watches(&cdiv1beta1.DataSource{}, handler.EnqueueRequestsFromMapFunc(s.waitingVMs)).
-		Complete(s)
+		Watches(&cdiv1beta1.DataSource{}, handler.EnqueueRequestsFromMapFunc(s.waitingVMs))
+	// On a cluster with Multus, a network that appears lets VMs waiting
+	// for it start.
+	nad := &metav1.PartialObjectMetadata{}
+	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+	if _, err := mgr.GetRESTMapper().RESTMapping(nad.GroupVersionKind().GroupKind(), "v1"); err == nil {
+		b = b.Watches(nad, handler.EnqueueRequestsFromMapFunc(s.notStartedVMs))
+	}
+	err := b.Complete(s)
 	if err != nil {
 		return fmt.Errorf("set up KubeVirt simulator: %w", err)
 	}
@@ -93,6 +102,12 @@ func (s *Simulator) podToVMs(ctx context.Context, o client.Object) []reconcile.R
 func (s *Simulator) unschedulableVMs(ctx context.Context, _ client.Object) []reconcile.Request {
 	return s.vmsWith(ctx, func(vm *kubevirtv1.VirtualMachine) bool {
 		return vm.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusUnschedulable
+	})
+}
+
+func (s *Simulator) notStartedVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+	return s.vmsWith(ctx, func(vm *kubevirtv1.VirtualMachine) bool {
+		return !vm.Status.Created
 	})
 }
 

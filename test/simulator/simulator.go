@@ -29,7 +29,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -195,10 +194,14 @@ func LauncherPodName(vmName string, vmiUID types.UID) string {
 }
 
 // launcherPod builds the virt-launcher pod of an instance on a node.
-func launcherPod(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, node string, cpu, memory resource.Quantity) *corev1.Pod {
-	requests := corev1.ResourceList{corev1.ResourceCPU: cpu}
-	if !memory.IsZero() {
-		requests[corev1.ResourceMemory] = memory
+func launcherPod(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, node string, requests corev1.ResourceList) *corev1.Pod {
+	// Extended resources cannot be overcommitted: the API server wants a
+	// limit equal to the request, as KubeVirt sets it.
+	limits := corev1.ResourceList{}
+	for name, q := range requests {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			limits[name] = q
+		}
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -216,7 +219,7 @@ func launcherPod(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 			Containers: []corev1.Container{{
 				Name:      "compute",
 				Image:     "registry.invalid/kubevirt-simulator/virt-launcher",
-				Resources: corev1.ResourceRequirements{Requests: requests},
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
 			}},
 		},
 	}

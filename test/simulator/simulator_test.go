@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -315,4 +316,62 @@ func slicesContain(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestNetworks: as KubeVirt does, a VM on a Multus network whose
+// NetworkAttachmentDefinition is missing fails to start (the launcher pod
+// cannot be rendered); once it exists, its pod asks for one of the node
+// resource the NAD names, so the VM is unschedulable until a node offers
+// it, and then runs there.
+func TestNetworks(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "nets")
+	const res corev1.ResourceName = "bridge.network.kubevirt.io/simtest"
+	vm := agenttest.VM("nets", "bridged", agenttest.Resources("2", "2Gi"), agenttest.Multus("vlan", "default/simtest"))
+	if err := s.Client.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		got, err := vmStatus(ctx, s.Client, "nets", "bridged")
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == kubevirtv1.VirtualMachineFailure && c.Reason == "FailedCreate" &&
+				strings.Contains(c.Message, "failed to locate network attachment definition default/simtest") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no FailedCreate naming the missing network: %v", err)
+	}
+	if pods := launcherPods(t, s.Client, "nets", "bridged"); len(pods) != 0 {
+		t.Errorf("VM without its network has %d launcher pods", len(pods))
+	}
+
+	nad := &unstructured.Unstructured{}
+	nad.SetAPIVersion("k8s.cni.cncf.io/v1")
+	nad.SetKind("NetworkAttachmentDefinition")
+	nad.SetNamespace("default")
+	nad.SetName("simtest")
+	nad.SetAnnotations(map[string]string{"k8s.v1.cni.cncf.io/resourceName": string(res)})
+	if err := s.Client.Create(ctx, nad); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, s.Client, "nets", "bridged", kubevirtv1.VirtualMachineStatusUnschedulable, false)
+
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-nets-bridge", CPU: "4", Memory: "8Gi",
+		Extended: map[corev1.ResourceName]string{res: "10"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, s.Client, "nets", "bridged", kubevirtv1.VirtualMachineStatusRunning, true)
+	pods := launcherPods(t, s.Client, "nets", "bridged")
+	if len(pods) != 1 || pods[0].Spec.NodeName != "n-nets-bridge" {
+		t.Fatalf("launcher pods = %v, want one on n-nets-bridge", podNodes(pods))
+	}
+	if q := pods[0].Spec.Containers[0].Resources.Requests[res]; q.Value() != 1 {
+		t.Errorf("launcher pod asks for %s of %s, want 1", q.String(), res)
+	}
 }

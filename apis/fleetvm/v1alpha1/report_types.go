@@ -80,6 +80,15 @@ type VMState struct {
 	// +kubebuilder:validation:items:MaxLength=64
 	// +listType=atomic
 	IPAddresses []string `json:"ipAddresses,omitempty"`
+	// missingNetworks are the Multus networks the VM attaches to
+	// ("namespace/name") that the cluster does not have: no such
+	// NetworkAttachmentDefinition. A running VM keeps running, but could
+	// not start again here.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=atomic
+	MissingNetworks []string `json:"missingNetworks,omitempty"`
 	// generation is the VM's metadata.generation.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`

@@ -847,6 +847,11 @@ func (in *VMState) DeepCopyInto(out *VMState) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.MissingNetworks != nil {
+		in, out := &in.MissingNetworks, &out.MissingNetworks
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.DiskImages != nil {
 		in, out := &in.DiskImages, &out.DiskImages
 		*out = make([]string, len(*in))

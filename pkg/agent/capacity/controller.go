@@ -251,18 +251,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 }
 
 // watchNetworks adds a watch on NetworkAttachmentDefinitions when the
-// spoke serves them; without Multus there is nothing to watch, and a
-// Multus installed later is seen at the next resync.
+// spoke serves them.
 func (r *Reconciler) watchNetworks(mgr ctrl.Manager, b *builder.TypedBuilder[reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
+	return WatchNetworks(mgr, b, debounced(r.key(), r.debounce(), nil,
+		func(o, n client.Object) bool {
+			return o.GetAnnotations()[AnnotationResourceName] != n.GetAnnotations()[AnnotationResourceName]
+		}))
+}
+
+// WatchNetworks adds to b a watch, through h, on the spoke's
+// NetworkAttachmentDefinitions (their metadata) when the spoke serves
+// them; without Multus there is nothing to watch, and a Multus installed
+// later is seen at the next resync.
+func WatchNetworks(mgr ctrl.Manager, b *builder.TypedBuilder[reconcile.Request], h handler.TypedEventHandler[client.Object, reconcile.Request]) *builder.TypedBuilder[reconcile.Request] {
 	if _, err := mgr.GetRESTMapper().RESTMapping(NetworkAttachmentDefinitionGVK.GroupKind(), NetworkAttachmentDefinitionGVK.Version); err != nil {
 		return b
 	}
 	nad := &metav1.PartialObjectMetadata{}
 	nad.SetGroupVersionKind(NetworkAttachmentDefinitionGVK)
-	return b.WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(nad), debounced(r.key(), r.debounce(), nil,
-		func(o, n client.Object) bool {
-			return o.GetAnnotations()[AnnotationResourceName] != n.GetAnnotations()[AnnotationResourceName]
-		})))
+	return b.WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(nad), h))
 }
 
 func nodeChanged(o, n *corev1.Node) bool {

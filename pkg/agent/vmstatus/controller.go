@@ -3,6 +3,7 @@ package vmstatus
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -47,6 +49,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list VirtualMachines of FleetVM %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
+	nets, err := agentcapacity.ReadNetworks(ctx, r.Spoke)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	states := make([]fleetv1alpha1.VMState, 0, len(vms.Items))
 	for i := range vms.Items {
 		vm := &vms.Items[i]
@@ -60,12 +66,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			vmi = nil
 		}
-		states = append(states, State(vm, vmi, inventory.ImagesOf(vm, r.lookup(ctx))))
+		states = append(states, State(vm, vmi, inventory.ImagesOf(vm, r.lookup(ctx)), MissingNetworks(vm, nets)))
 	}
 
 	key := client.ObjectKey{Namespace: r.Namespace, Name: ReportName(ref)}
 	report := &fleetv1alpha1.VMReport{}
-	err := r.Hub.Get(ctx, key, report)
+	err = r.Hub.Get(ctx, key, report)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("get VMReport %s: %w", key, err)
 	}
@@ -137,7 +143,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 		}
 		return byLabels(ctx, o)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	// A network appearing or going away changes the reports of the VMs
+	// that attach to it: every FleetVM with VMs here is looked at again.
+	everyFleetVM := func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var vms kubevirtv1.VirtualMachineList
+		if err := r.Spoke.List(ctx, &vms, client.HasLabels{fleetv1alpha1.LabelFleetVMName}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range vms.Items {
+			if ref, ok := FleetVMOf(vms.Items[i].Labels); ok && !slices.Contains(out, request(ref)) {
+				out = append(out, request(ref))
+			}
+		}
+		return out
+	}
+	err := agentcapacity.WatchNetworks(mgr, ctrl.NewControllerManagedBy(mgr), handler.EnqueueRequestsFromMapFunc(everyFleetVM)).
 		Named("fleetvm-vmstatus").
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(byLabels))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(vmiToFleetVM))).

@@ -11,6 +11,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
 // Limits of the VMReport API.
@@ -20,6 +22,7 @@ const (
 	maxImages      = 32
 	maxConditions  = 1024
 	maxMessageSize = 80
+	maxNetworks    = 16
 )
 
 // FleetVMOf returns the FleetVirtualMachine a VM is labelled with.
@@ -37,9 +40,22 @@ func ReportName(ref fleetv1alpha1.FleetVMReference) string {
 	return ref.Namespace + "." + ref.Name
 }
 
+// MissingNetworks are the VM's Multus networks ("namespace/name") that are
+// not among the cluster's networks (keys "namespace/name").
+func MissingNetworks[V any](vm *kubevirtv1.VirtualMachine, networks map[string]V) []string {
+	var out []string
+	for _, n := range capacity.Networks(vm.Namespace, vmtemplate.Networks(vm)...) {
+		if _, ok := networks[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // State is what the report says of one VM and its instance (nil when it
-// has none); images are its image IDs (inventory.ImagesOf).
-func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, images []string) fleetv1alpha1.VMState {
+// has none); images are its image IDs (inventory.ImagesOf), missing its
+// networks the cluster lacks (MissingNetworks).
+func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, images, missing []string) fleetv1alpha1.VMState {
 	st := fleetv1alpha1.VMState{
 		Namespace:          vm.Namespace,
 		Name:               vm.Name,
@@ -54,6 +70,9 @@ func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance
 	}
 	if len(images) > 0 {
 		st.DiskImages = slices.Clone(images[:min(len(images), maxImages)])
+	}
+	if len(missing) > 0 {
+		st.MissingNetworks = slices.Clone(missing[:min(len(missing), maxNetworks)])
 	}
 	if vmi != nil && vmi.DeletionTimestamp.IsZero() {
 		st.Node = vmi.Status.NodeName

@@ -65,7 +65,7 @@ func TestState(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, State(tc.vm, tc.vmi, tc.images)); diff != "" {
+			if diff := cmp.Diff(tc.want, State(tc.vm, tc.vmi, tc.images, nil)); diff != "" {
 				t.Errorf("State (-want,+got):\n%s", diff)
 			}
 		})
@@ -88,3 +88,33 @@ func TestSpecAndNames(t *testing.T) {
 }
 
 func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// TestMissingNetworks: a Multus network without a namespace is the VM's
+// namespace's; the pod network needs nothing; what the cluster has is not
+// missing.
+func TestMissingNetworks(t *testing.T) {
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "win10"},
+		Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+			Spec: kubevirtv1.VirtualMachineInstanceSpec{Networks: []kubevirtv1.Network{
+				{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}},
+				{Name: "vlan", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "default/vlan2003"}}},
+				{Name: "storage", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "storage"}}},
+			}},
+		}},
+	}
+	for name, tc := range map[string]struct {
+		cluster map[string]bool
+		want    []string
+	}{
+		"none there":          {nil, []string{"default/vlan2003", "team-a/storage"}},
+		"all there":           {map[string]bool{"default/vlan2003": true, "team-a/storage": true}, nil},
+		"another namespace's": {map[string]bool{"default/vlan2003": true, "default/storage": true}, []string{"team-a/storage"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, MissingNetworks(vm, tc.cluster)); diff != "" {
+				t.Errorf("MissingNetworks (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -202,6 +202,10 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 		showReport()
 		e.Phase = phaseOf(report.PrintableStatus)
 		e.Message = report.Conditions
+		if len(report.MissingNetworks) > 0 {
+			e.Message = joinMessage(fmt.Sprintf("network %s missing on this cluster: the VM cannot start here again",
+				strings.Join(report.MissingNetworks, ", ")), e.Message)
+		}
 	}
 	if hasApp && app.Error != "" {
 		e.Message = joinMessage("Argo CD: "+app.Error, e.Message)

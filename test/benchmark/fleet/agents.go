@@ -385,7 +385,7 @@ func (a *agents) writeReport(ctx context.Context, ag *agent, key types.Namespace
 		}}
 	}
 	ref := fleetv1alpha1.FleetVMReference{Namespace: key.Namespace, Name: key.Name}
-	spec := vmstatus.Spec(ref, []fleetv1alpha1.VMState{vmstatus.State(v.vm, vmi, inventory.ImagesOf(v.vm, nil))})
+	spec := vmstatus.Spec(ref, []fleetv1alpha1.VMState{vmstatus.State(v.vm, vmi, inventory.ImagesOf(v.vm, nil), nil)})
 	c := a.h.gen
 	if v.report == nil {
 		r := &fleetv1alpha1.VMReport{

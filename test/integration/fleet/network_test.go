@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func waitFit(t *testing.T, cluster string, shape capacity.Shape, want int32) {
 // only node with room lacks the bridge) until the big node gets the bridge,
 // then only on prod-a; the same VM without the network fits both. When
 // the network is removed under the running VM, the VM stays, past the
-// grace period.
+// grace period, and its cluster's entry says the network is missing.
 func TestNetworkFit(t *testing.T) {
 	ctx := t.Context()
 	prodA := fleet.Spoke("prod-a").Client
@@ -129,10 +130,10 @@ func TestNetworkFit(t *testing.T) {
 	}
 	waitFit(t, "prod-a", shape, 0)
 	imageClock.Step(2 * time.Minute)
-	got = waitFVM(t, key, "still on prod-a after the grace period", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+	got = waitFVM(t, key, "still on prod-a after the grace period, flagged", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		c, ok := entry(f, "prod-a")
-		return ok && c.Phase != fleetv1alpha1.ClusterPhaseLeaving && c.Phase != fleetv1alpha1.ClusterPhaseRemoving &&
-			f.Status.ObservedGeneration == f.Generation
+		return ok && c.Phase == fleetv1alpha1.ClusterPhaseRunning && f.Status.ObservedGeneration == f.Generation &&
+			strings.Contains(c.Message, "network default/vlan2003 missing on this cluster")
 	})
 	if d := placedOn(got); !slices.Equal(d, []string{"prod-a"}) {
 		t.Errorf("after the network went away bridged is on %v, want [prod-a]", d)
