@@ -66,6 +66,19 @@ func (s Shape) Name() string {
 	return name
 }
 
+// networkPrefix starts the score "how many nodes offer this network".
+const networkPrefix = "net-"
+
+// NetworkScoreName is the score of one network ("namespace/name"): "net-"
+// + 8 hex digits of its hash. The agent publishes, for every network a
+// shape needs, how many schedulable nodes offer it (0: no such
+// NetworkAttachmentDefinition, or no node has its resource), so the hub
+// can say which network keeps a VM off a cluster.
+func NetworkScoreName(network string) string {
+	sum := sha256.Sum256([]byte(network))
+	return networkPrefix + hex.EncodeToString(sum[:4])
+}
+
 // Networks qualifies the networks a VM in namespace attaches to ("name"
 // means namespace/name) and returns them sorted, without duplicates.
 func Networks(namespace string, names ...string) []string {

@@ -17,6 +17,9 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -82,7 +85,7 @@ hub delivers to every cluster.`,
 	root.SetErr(cfg.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newStatusCommand(o), newImagesCommand(o))
+	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o))
 	for _, p := range []power{powerStart, powerStop, powerRestart} {
 		root.AddCommand(newPowerCommand(o, p))
 	}
@@ -93,6 +96,9 @@ hub delivers to every cluster.`,
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(fleetv1alpha1.AddToScheme(s))
+	utilruntime.Must(clusterv1.Install(s))
+	utilruntime.Must(clusterv1alpha1.Install(s))
+	utilruntime.Must(clusterv1beta2.Install(s))
 	return s
 }
 
@@ -126,7 +132,7 @@ func (o *options) listNamespace() string {
 }
 
 // explain turns API errors into messages that name what was asked for.
-func explain(err error, kind, namespace, name string) error {
+func explainError(err error, kind, namespace, name string) error {
 	switch {
 	case err == nil:
 		return nil

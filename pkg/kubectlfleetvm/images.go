@@ -38,7 +38,7 @@ phase there, the import progress, and the VMs on that cluster that use it
 				}
 				fdi := &fleetv1alpha1.FleetDiskImage{}
 				if err := o.client.Get(cmd.Context(), client.ObjectKey{Namespace: o.namespace, Name: args[0]}, fdi); err != nil {
-					return explain(err, kindFDI, o.namespace, args[0])
+					return explainError(err, kindFDI, o.namespace, args[0])
 				}
 				images = append(images, *fdi)
 			} else {
@@ -61,7 +61,7 @@ phase there, the import progress, and the VMs on that cluster that use it
 func (o *options) listImages(ctx context.Context) ([]fleetv1alpha1.FleetDiskImage, error) {
 	list := &fleetv1alpha1.FleetDiskImageList{}
 	if err := o.client.List(ctx, list, client.InNamespace(o.listNamespace())); err != nil {
-		return nil, explain(err, kindFDI, o.listNamespace(), "")
+		return nil, explainError(err, kindFDI, o.listNamespace(), "")
 	}
 	return list.Items, nil
 }

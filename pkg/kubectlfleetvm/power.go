@@ -112,7 +112,7 @@ func (o *options) setRunStrategy(ctx context.Context, name string, want fleetv1a
 	key := client.ObjectKey{Namespace: o.namespace, Name: name}
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := o.client.Get(ctx, key, fvm); err != nil {
-		return explain(err, kindFVM, o.namespace, name)
+		return explainError(err, kindFVM, o.namespace, name)
 	}
 	ref := "fleetvirtualmachine.fleetvm.io/" + name
 	was := runStrategyOf(fvm)
@@ -124,7 +124,7 @@ func (o *options) setRunStrategy(ctx context.Context, name string, want fleetv1a
 			return err
 		}
 		if err := o.client.Patch(ctx, fvm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
-			return explain(err, kindFVM, o.namespace, name)
+			return explainError(err, kindFVM, o.namespace, name)
 		}
 		verb := "started"
 		if want == fleetv1alpha1.RunStrategyHalted {
@@ -154,7 +154,7 @@ func (o *options) restart(ctx context.Context, name string, po *powerOptions) er
 	ref := "fleetvirtualmachine.fleetvm.io/" + name
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := o.client.Get(ctx, key, fvm); err != nil {
-		return explain(err, kindFVM, o.namespace, name)
+		return explainError(err, kindFVM, o.namespace, name)
 	}
 	original := runStrategyOf(fvm)
 	switch original {
@@ -219,7 +219,7 @@ func (o *options) swapRunStrategy(ctx context.Context, key client.ObjectKey, fro
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := o.client.Get(ctx, key, fvm); err != nil {
-			return explain(err, kindFVM, key.Namespace, key.Name)
+			return explainError(err, kindFVM, key.Namespace, key.Name)
 		}
 		if got := runStrategyOf(fvm); got != from {
 			return &changedError{expected: from, found: got}
@@ -264,7 +264,7 @@ func (o *options) waitFor(ctx context.Context, key client.ObjectKey, generation 
 		fvm := &fleetv1alpha1.FleetVirtualMachine{}
 		if err := o.client.Get(ctx, key, fvm); err != nil {
 			if apierrors.IsNotFound(err) {
-				return false, explain(err, kindFVM, key.Namespace, key.Name)
+				return false, explainError(err, kindFVM, key.Namespace, key.Name)
 			}
 			if !ending(ctx) {
 				last = err

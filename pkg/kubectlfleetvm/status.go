@@ -56,7 +56,7 @@ func newStatusCommand(o *options) *cobra.Command {
 func (o *options) statusOne(ctx context.Context, name string) error {
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: name}, fvm); err != nil {
-		return explain(err, kindFVM, o.namespace, name)
+		return explainError(err, kindFVM, o.namespace, name)
 	}
 	return writeStatus(o.out, fvm, o.now())
 }
@@ -64,7 +64,7 @@ func (o *options) statusOne(ctx context.Context, name string) error {
 func (o *options) statusList(ctx context.Context) error {
 	list := &fleetv1alpha1.FleetVirtualMachineList{}
 	if err := o.client.List(ctx, list, client.InNamespace(o.listNamespace())); err != nil {
-		return explain(err, kindFVM, o.listNamespace(), "")
+		return explainError(err, kindFVM, o.listNamespace(), "")
 	}
 	if len(list.Items) == 0 {
 		_, _ = fmt.Fprintln(o.errOut, noneFound("FleetVirtualMachines", o.listNamespace()))

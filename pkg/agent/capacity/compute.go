@@ -178,10 +178,28 @@ func Fits(f Free, s capacity.Shape, nets Networks) int64 {
 	return max(n, 0)
 }
 
+// offering counts the nodes that offer network: none when its
+// NetworkAttachmentDefinition is missing, every node when it names no node
+// resource, else those with one of it left.
+func offering(free []Free, network string, nets Networks) int {
+	res, ok := nets[network]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, f := range free {
+		if res == "" || f.Extended[res] > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Scores computes the fleetvm-capacity scores of a spoke, sorted by name:
 // the normalized free CPU and memory summed over schedulable nodes, and for
 // each shape how many such VMs fit, counted per node (CPU, memory and
-// networks on the same node) and capped at capacity.MaxScore.
+// networks on the same node) and capped at capacity.MaxScore; for each
+// network a shape needs, how many nodes offer it.
 func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape, nets Networks) []clusterv1alpha1.AddOnPlacementScoreItem {
 	free := FreeByNode(nodes, pods)
 	var cpu, mem resource.Quantity
@@ -194,6 +212,9 @@ func Scores(nodes []corev1.Node, pods []corev1.Pod, shapes []capacity.Shape, net
 		capacity.ScoreMemoryFree: capacity.Normalize(mem, capacity.ReferenceMemory),
 	}
 	for _, s := range shapes {
+		for _, net := range s.Networks {
+			byName[capacity.NetworkScoreName(net)] = int32(min(offering(free, net, nets), capacity.MaxScore))
+		}
 		var n int64
 		for _, f := range free {
 			n += Fits(f, s, nets)

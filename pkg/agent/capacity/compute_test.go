@@ -234,3 +234,30 @@ func TestScoresWithNetworks(t *testing.T) {
 		})
 	}
 }
+
+// TestNetworkScores: for each network a shape needs, how many schedulable
+// nodes offer it: the hub names the missing network from it.
+func TestNetworkScores(t *testing.T) {
+	vlan := capacity.Shape{CPU: resource.MustParse("4"), Memory: resource.MustParse("8Gi"), Networks: []string{"default/storage", "default/vlan2003"}}
+	nodes := []corev1.Node{node("a", "16", "64Gi", withBridge(10)), node("b", "16", "64Gi"), node("c", "16", "64Gi", withBridge(1), cordoned)}
+	for name, tc := range map[string]struct {
+		nets          Networks
+		vlan, storage int32
+	}{
+		"no NAD at all":                  {Networks{}, 0, 0},
+		"bridge on one schedulable node": {Networks{"default/vlan2003": bridge, "default/storage": ""}, 1, 2},
+		"NAD without a node resource":    {Networks{"default/vlan2003": ""}, 2, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := map[string]int32{}
+			for _, s := range Scores(nodes, nil, []capacity.Shape{vlan}, tc.nets) {
+				got[s.Name] = s.Value
+			}
+			for net, want := range map[string]int32{"default/vlan2003": tc.vlan, "default/storage": tc.storage} {
+				if v, ok := got[capacity.NetworkScoreName(net)]; !ok || v != want {
+					t.Errorf("%s offered by %d nodes (published: %v), want %d", net, v, ok, want)
+				}
+			}
+		})
+	}
+}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,7 +23,6 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -92,33 +90,9 @@ func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
 	return nil
 }
 
-// Of returns the shape of a FleetVirtualMachine's VM: for an inline VM,
-// its CPU, memory and Multus networks plus spec.placement.requiredNetworks;
-// for a VM from git, which the hub cannot read, only the required
-// networks (none: no shape, nothing to fit).
+// Of returns the shape of a FleetVirtualMachine's VM (capacity.ShapeOf).
 func Of(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
-	if fvm.DeletionTimestamp != nil {
-		return capacity.Shape{}, false
-	}
-	required := fvm.Spec.Placement.RequiredNetworks
-	if fvm.Spec.Template == nil {
-		if len(required) == 0 {
-			return capacity.Shape{}, false
-		}
-		return capacity.Shape{Networks: capacity.Networks(fvm.Namespace, required...)}, true
-	}
-	vm, errs := vmtemplate.Decode(fvm.Spec.Template.Raw, field.NewPath("spec", "template"))
-	if vm == nil || len(errs) > 0 {
-		return capacity.Shape{}, false
-	}
-	mem, ok := vmtemplate.Memory(vm)
-	if !ok {
-		return capacity.Shape{}, false
-	}
-	return capacity.Shape{
-		CPU: vmtemplate.CPU(vm), Memory: mem,
-		Networks: capacity.Networks(fvm.Namespace, append(vmtemplate.Networks(vm), required...)...),
-	}, true
+	return capacity.ShapeOf(fvm)
 }
 
 // SetupWithManager registers the controller: any FleetVirtualMachine spec

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -11,12 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/kubectlfleetvm"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
@@ -101,6 +104,20 @@ func TestNetworkFit(t *testing.T) {
 	waitFVM(t, key, "not placed: no node has room and the bridge", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionPlaced, metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters)
 	})
+	// kubectl fleetvm explain names the reason of every cluster: prod-b
+	// has no vlan2003 at all; on prod-a the bridge is only on a node
+	// without room.
+	out := explainCmd(t, "explain", "bridged", "-n", "vms")
+	t.Logf("kubectl fleetvm explain bridged -n vms:\n%s", out)
+	for _, want := range []string{
+		"prod-a   NoRoom          no node has room for 4 CPU and 8Gi memory with default/vlan2003",
+		"prod-b   MissingNetwork  network default/vlan2003 is on no node",
+		"2 clusters: 1 MissingNetwork, 1 NoRoom",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain does not say %q:\n%s", want, out)
+		}
+	}
 
 	// The node with room gets the bridge: the VM goes to prod-a, never to
 	// prod-b, which has room but not the network.
@@ -111,6 +128,10 @@ func TestNetworkFit(t *testing.T) {
 	})
 	if d := placedOn(got); !slices.Equal(d, []string{"prod-a"}) {
 		t.Fatalf("bridged placed on %v, want [prod-a]", d)
+	}
+	if out := explainCmd(t, "explain", "bridged", "-n", "vms"); !strings.Contains(out, "prod-a   Chosen") ||
+		!strings.Contains(out, "prod-b   MissingNetwork") {
+		t.Errorf("explain once placed:\n%s", out)
 	}
 
 	// The same VM without the network fits both clusters.
@@ -141,4 +162,17 @@ func TestNetworkFit(t *testing.T) {
 	if err := prodA.Get(ctx, client.ObjectKey{Namespace: "vms", Name: "bridged"}, &kubevirtv1.VirtualMachine{}); err != nil {
 		t.Errorf("VM on prod-a: %v", err)
 	}
+}
+
+// explainCmd runs kubectl fleetvm against the hub and returns what it
+// printed.
+func explainCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := kubectlfleetvm.NewCommand(kubectlfleetvm.Config{IOStreams: genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}})
+	cmd.SetArgs(append([]string{"--kubeconfig", fleet.Hub.Kubeconfig}, args...))
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("kubectl fleetvm %v: %v\n%s", args, err, errOut.String())
+	}
+	return out.String()
 }

@@ -1,0 +1,37 @@
+package capacity
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
+)
+
+// ShapeOf returns the shape of a FleetVirtualMachine's VM: for an inline VM,
+// its CPU, memory and Multus networks plus spec.placement.requiredNetworks;
+// for a VM from git, which the hub cannot read, only the required
+// networks (none: no shape, nothing to fit).
+func ShapeOf(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
+	if fvm.DeletionTimestamp != nil {
+		return Shape{}, false
+	}
+	required := fvm.Spec.Placement.RequiredNetworks
+	if fvm.Spec.Template == nil {
+		if len(required) == 0 {
+			return Shape{}, false
+		}
+		return Shape{Networks: Networks(fvm.Namespace, required...)}, true
+	}
+	vm, errs := vmtemplate.Decode(fvm.Spec.Template.Raw, field.NewPath("spec", "template"))
+	if vm == nil || len(errs) > 0 {
+		return Shape{}, false
+	}
+	mem, ok := vmtemplate.Memory(vm)
+	if !ok {
+		return Shape{}, false
+	}
+	return Shape{
+		CPU: vmtemplate.CPU(vm), Memory: mem,
+		Networks: Networks(fvm.Namespace, append(vmtemplate.Networks(vm), required...)...),
+	}, true
+}
