@@ -209,14 +209,7 @@ func TestCapacityFillsUp(t *testing.T) {
 	// The agent of the cluster big-1 runs on sees its virt-launcher pod
 	// and scores that no second one fits; the other cluster still has room.
 	for cluster, want := range map[string]int32{taken: 0, other: 1} {
-		err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-			n, ok, err := fits(t, cluster, shape)
-			return ok && n == want, err
-		})
-		if err != nil {
-			n, _, _ := fits(t, cluster, shape)
-			t.Fatalf("%s: %s fits %d, want %d: %v", cluster, shape.Name(), n, want, err)
-		}
+		waitFit(t, cluster, shape, want)
 	}
 
 	second := utiltesting.MakeFleetVM("vms", "big-2").Clusters(1).VM(12, "16Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
@@ -230,13 +223,7 @@ func TestCapacityFillsUp(t *testing.T) {
 	// Once the other cluster's agent scored big-2's pod, no cluster has
 	// room. (Created before that, a third would be placed on the stale
 	// score, and stay there: capacity never moves a VM.)
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		n, ok, err := fits(t, other, shape)
-		return ok && n == 0, err
-	})
-	if err != nil {
-		t.Fatalf("%s's agent never scored big-2: %v", other, err)
-	}
+	waitFit(t, other, shape, 0)
 
 	// A third finds no room anywhere, and says why.
 	third := utiltesting.MakeFleetVM("vms", "big-3").Clusters(1).VM(12, "16Gi").DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
@@ -272,6 +259,19 @@ func fits(t *testing.T, cluster string, shape capacity.Shape) (int32, bool, erro
 		}
 	}
 	return 0, false, nil
+}
+
+// waitFit waits until cluster's agent scores want VMs of shape.
+func waitFit(t *testing.T, cluster string, shape capacity.Shape, want int32) {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		n, ok, err := fits(t, cluster, shape)
+		return ok && n == want, err
+	})
+	if err != nil {
+		n, _, _ := fits(t, cluster, shape)
+		t.Fatalf("%s: %s fits %d, want %d: %v", cluster, shape.Name(), n, want, err)
+	}
 }
 
 // TestImageReferences: the hub's image inventory of a cluster counts every

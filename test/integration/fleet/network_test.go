@@ -57,19 +57,6 @@ func setBridge(ctx context.Context, t *testing.T, c client.Client, node string, 
 	}
 }
 
-// waitFit waits until cluster's agent scores want VMs of shape.
-func waitFit(t *testing.T, cluster string, shape capacity.Shape, want int32) {
-	t.Helper()
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		n, ok, err := fits(t, cluster, shape)
-		return ok && n == want, err
-	})
-	if err != nil {
-		n, _, _ := fits(t, cluster, shape)
-		t.Fatalf("%s: %s fits %d, want %d: %v", cluster, shape.Name(), n, want, err)
-	}
-}
-
 // TestNetworkFit, with the real OCM scheduler and the agents' scores:
 // prod-a has default/vlan2003, backed by a bridge that only a small node
 // offers; prod-b has no such network. A VM on vlan2003 lands nowhere (the
