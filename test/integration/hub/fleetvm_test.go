@@ -45,9 +45,9 @@ func isTrue(fvm *fleetv1alpha1.FleetVirtualMachine, cond string) bool {
 // real OCM scheduler decides from the capacity scores.
 func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	big, small := shape("4", "32Gi"), shape("1", "2Gi")
-	publishScores(t, "prod-a", map[capacity.Shape]int32{big: 2, small: 40})
-	publishScores(t, "prod-b", map[capacity.Shape]int32{big: 0, small: 10})
-	publishScores(t, "dev-a", map[capacity.Shape]int32{big: 5, small: 50})
+	publishScores(t, "prod-a", map[string]int32{big.Name(): 2, small.Name(): 40})
+	publishScores(t, "prod-b", map[string]int32{big.Name(): 0, small.Name(): 10})
+	publishScores(t, "dev-a", map[string]int32{big.Name(): 5, small.Name(): 50})
 
 	bigVM := utiltesting.MakeFleetVM("placement", "big").VM(4, "32Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	smallVM := utiltesting.MakeFleetVM("placement", "small").VM(1, "2Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
@@ -132,8 +132,8 @@ func TestApplicationsRenderedByArgoCD(t *testing.T) {
 "spec":{"running":true,"template":{"spec":{"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{"disks":[{"name":"cloudinitdisk","disk":{"bus":"virtio"}}]}},
 "volumes":[{"name":"cloudinitdisk","cloudInitNoCloud":{"userData":"#cloud-config\npassword: {{ $.Values.rhelRootPassword }}"}}]}}}}`)
 	rhel.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
-	publishScores(t, "prod-a", map[capacity.Shape]int32{shape("4", "16Gi"): 3})
-	publishScores(t, "prod-b", map[capacity.Shape]int32{shape("4", "16Gi"): 3})
+	publishScores(t, "prod-a", map[string]int32{shape("4", "16Gi").Name(): 3})
+	publishScores(t, "prod-b", map[string]int32{shape("4", "16Gi").Name(): 3})
 	createFVM(t, rhel)
 	waitFor(t, client.ObjectKeyFromObject(rhel), "placed on both prod clusters", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return len(decided(f)) == 2
@@ -264,7 +264,7 @@ func TestFlapSafety(t *testing.T) {
 	ctx := t.Context()
 	s := shape("2", "4Gi")
 	for _, c := range []string{"prod-a", "prod-b"} {
-		publishScores(t, c, map[capacity.Shape]int32{s: 10})
+		publishScores(t, c, map[string]int32{s.Name(): 10})
 	}
 	fvm := utiltesting.MakeFleetVM("flap", "web").VM(2, "4Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
@@ -353,8 +353,8 @@ func TestDeletion(t *testing.T) {
 	for _, policy := range []fleetv1alpha1.DeletionPolicy{fleetv1alpha1.DeletionPolicyDelete, fleetv1alpha1.DeletionPolicyOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			s := shape("1", "1Gi")
-			publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
-			publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+			publishScores(t, "prod-a", map[string]int32{s.Name(): 10})
+			publishScores(t, "prod-b", map[string]int32{s.Name(): 10})
 			fvm := utiltesting.MakeFleetVM("deletion", strings.ToLower(string(policy))).VM(1, "1Gi").VMRunning().DeletionPolicy(policy).Obj()
 			createFVM(t, fvm)
 			key := client.ObjectKeyFromObject(fvm)
@@ -417,8 +417,8 @@ func TestDeletion(t *testing.T) {
 func TestRestartAndRecreate(t *testing.T) {
 	ctx := t.Context()
 	s := shape("1", "2Gi")
-	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
-	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+	publishScores(t, "prod-a", map[string]int32{s.Name(): 10})
+	publishScores(t, "prod-b", map[string]int32{s.Name(): 10})
 	fvm := utiltesting.MakeFleetVM("restart", "db").VM(1, "2Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
@@ -502,8 +502,8 @@ func TestRestartAndRecreate(t *testing.T) {
 func TestNoOpReconcileWritesNothing(t *testing.T) {
 	ctx := t.Context()
 	s := shape("1", "3Gi")
-	publishScores(t, "prod-a", map[capacity.Shape]int32{s: 10})
-	publishScores(t, "prod-b", map[capacity.Shape]int32{s: 10})
+	publishScores(t, "prod-a", map[string]int32{s.Name(): 10})
+	publishScores(t, "prod-b", map[string]int32{s.Name(): 10})
 	fvm := utiltesting.MakeFleetVM("noop", "cache").VM(1, "3Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)

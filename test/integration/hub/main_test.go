@@ -127,8 +127,9 @@ func startHub(ctx context.Context) error {
 }
 
 // publishScores writes the fleetvm-capacity score of a cluster as the agent
-// would: free capacity and how many VMs of each shape fit.
-func publishScores(t *testing.T, cluster string, fits map[capacity.Shape]int32) {
+// would: free capacity and how many VMs of each shape fit, by the shape's
+// score name.
+func publishScores(t *testing.T, cluster string, fits map[string]int32) {
 	t.Helper()
 	ctx := t.Context()
 	score := &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Name: fleetv1alpha1.CapacityScoreName, Namespace: cluster}}
@@ -141,8 +142,8 @@ func publishScores(t *testing.T, cluster string, fits map[capacity.Shape]int32) 
 	score.Status.Scores = []clusterv1alpha1.AddOnPlacementScoreItem{
 		{Name: capacity.ScoreCPUFree, Value: 10}, {Name: capacity.ScoreMemoryFree, Value: 10},
 	}
-	for s, n := range fits {
-		score.Status.Scores = append(score.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: s.Name(), Value: n})
+	for name, n := range fits {
+		score.Status.Scores = append(score.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: name, Value: n})
 	}
 	valid := metav1.NewTime(time.Now().Add(time.Hour))
 	score.Status.ValidUntil = &valid
