@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
@@ -314,6 +315,18 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 		if _, err := spoke.CreateNode(ctx, n); err != nil {
 			return err
 		}
+	}
+	// Seed 001's VLAN 2003 bridge, which the Windows VMs attach to: a
+	// NetworkAttachmentDefinition on every cluster, with the bridge on
+	// every node (no node resource to count).
+	nad := &unstructured.Unstructured{}
+	nad.SetAPIVersion("k8s.cni.cncf.io/v1")
+	nad.SetKind("NetworkAttachmentDefinition")
+	nad.SetNamespace("default")
+	nad.SetName("vlan2003")
+	nad.Object["spec"] = map[string]any{"config": `{"cniVersion":"0.3.1","name":"vlan2003","type":"bridge","bridge":"bridge2003","vlan":2003}`}
+	if err := spoke.Client.Create(ctx, nad); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create NetworkAttachmentDefinition default/vlan2003 on %s: %w", c.Name, err)
 	}
 	if err := spoke.EnsureNamespace(ctx, GoldenImageNamespace); err != nil {
 		return err
