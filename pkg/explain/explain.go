@@ -189,6 +189,8 @@ type Count struct {
 	Reason   Reason
 	Count    int
 	Clusters []string
+	// Detail is the first cluster's detail.
+	Detail string
 }
 
 // Summarize counts the verdicts by reason, in the order of the reasons,
@@ -199,7 +201,7 @@ func Summarize(verdicts []Verdict, first int) []Count {
 	for _, v := range verdicts {
 		c := by[v.Reason]
 		if c == nil {
-			c = &Count{Reason: v.Reason}
+			c = &Count{Reason: v.Reason, Detail: v.Detail}
 			by[v.Reason] = c
 		}
 		c.Count++
@@ -216,14 +218,19 @@ func Summarize(verdicts []Verdict, first int) []Count {
 	return out
 }
 
-// Message renders counts in one line: "1 chosen (prod-a); 2 Environment
-// (dev-a, dev-b); ...", "..." when a reason has more clusters than named.
+// Message renders counts in one line: "1 Chosen (prod-a); 2 Environment
+// (dev-a, dev-b); 1 MissingNetwork (prod-c: network ...)", "..." when a
+// reason has more clusters than named. The detail is shown where it names
+// what is missing (a network, room, a toleration).
 func Message(counts []Count) string {
 	parts := make([]string, 0, len(counts))
 	for _, c := range counts {
 		names := strings.Join(c.Clusters, ", ")
 		if c.Count > len(c.Clusters) {
 			names += ", ..."
+		}
+		if c.Detail != "" && (c.Reason == Network || c.Reason == NoRoom || c.Reason == Taint) {
+			names += ": " + c.Detail
 		}
 		parts = append(parts, fmt.Sprintf("%d %s (%s)", c.Count, c.Reason, names))
 	}

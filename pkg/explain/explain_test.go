@@ -64,7 +64,10 @@ func TestExplain(t *testing.T) {
 
 	counts := Summarize(got, 1)
 	if diff := cmp.Diff("1 Chosen (prod-a); 1 RunsThere (prod-old); 1 Environment (dev-a); 1 Selector (prod-us); "+
-		"1 Taint (prod-down); 2 AgentNotReporting (prod-noagent, ...); 1 MissingNetwork (prod-b); 1 NoRoom (prod-full); "+
+		"1 Taint (prod-down: taint cluster.open-cluster-management.io/unreachable=:NoSelect not tolerated); "+
+		"2 AgentNotReporting (prod-noagent, ...); "+
+		"1 MissingNetwork (prod-b: network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)); "+
+		"1 NoRoom (prod-full: no node has room for 4 CPU and 8Gi memory with default/vlan2003); "+
 		"1 NotNeeded (prod-maint)", Message(counts)); diff != "" {
 		t.Errorf("Message (-want,+got):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -84,6 +85,8 @@ func CacheOptions(argoNamespace string) cache.Options {
 			&argov1alpha1.AppProject{}:          argo,
 			gitOpsCluster:                       argo,
 			&corev1.ConfigMap{}:                 {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+			// Only the fleetvm agents' capacity scores, not other addons'.
+			&clusterv1alpha1.AddOnPlacementScore{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName)},
 			// Only FleetVM's ManifestWorks (disk images), not the addons'.
 			&workv1.ManifestWork{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		},

@@ -405,6 +405,47 @@ type PlacementStatus struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
 	DecidedClusters []string `json:"decidedClusters,omitempty"`
+	// excluded says why the clusters of the bound cluster sets that the VM
+	// is not placed on were left out: how many per reason, naming the
+	// first few. It is set while the FleetVirtualMachine asks for every
+	// qualifying cluster (spec.placement.clusters unset) or has fewer
+	// clusters than it asks for, and computed from what the OCM scheduler
+	// sees (labels, taints, the agents' fleetvm-capacity scores) when the
+	// hub last reconciled. `kubectl fleetvm explain` lists every cluster.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Excluded []ExclusionCount `json:"excluded,omitempty"`
+}
+
+// ExclusionCount is how many clusters one reason keeps the VM off.
+type ExclusionCount struct {
+	// reason is the first reason that keeps the VM off these clusters:
+	// Environment (the env label is another), Selector
+	// (spec.placement.clusterSelector does not match), Taint (a NoSelect
+	// taint not tolerated, as on an unavailable cluster),
+	// AgentNotReporting (no valid fleetvm-capacity score), MissingNetwork
+	// (a network the VM needs is on no node), NoRoom (no node has room for
+	// the VM with its networks) or NotNeeded (the cluster qualifies;
+	// enough were chosen).
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// count is the number of clusters.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
+	// clusters are the first few of them, by name.
+	// +optional
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	Clusters []string `json:"clusters,omitempty"`
+	// detail says what is missing on the first of them (the network, the
+	// VM's size, the taint), when it says more than the reason.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Detail string `json:"detail,omitempty"`
 }
 
 // DiskImageUsage is one disk image the VM uses, with the references to it

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -179,6 +180,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
 	in.Decision, in.Outcome = obs.Decision, outcome
+	if in.PlacementScheduled && in.PlacementErr == nil && wantsExclusions(fvm.Spec, len(outcome.inState(statePlaced))) {
+		if in.Excluded, err = r.exclusions(ctx, fvm, obs.Decision, outcome, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
 	if appSetErr != nil {
 		in.DeliveryErr = appSetErr
@@ -482,6 +488,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
+		Watches(&clusterv1alpha1.AddOnPlacementScore{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsWaitingForClusters),
+			builder.WithPredicates(scoresChanged())).
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
@@ -505,9 +513,11 @@ func (r *Reconciler) fleetVMsMatching(ctx context.Context, what string, obj clie
 }
 
 // fleetVMsOnCluster maps a ManagedCluster to the FleetVirtualMachines whose
-// status lists it, through the status index.
+// status lists it, through the status index, and to those waiting for
+// clusters (its labels or availability may change why it is left out).
 func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.fleetVMsMatching(ctx, "on a cluster", obj, client.MatchingFields{IndexStatusCluster: obj.GetName()})
+	return append(r.fleetVMsMatching(ctx, "on a cluster", obj, client.MatchingFields{IndexStatusCluster: obj.GetName()}),
+		r.fleetVMsWaitingForClusters(ctx, obj)...)
 }
 
 // fleetVMsOfSet maps a ManagedClusterSet to the FleetVirtualMachines that

@@ -31,6 +31,10 @@ const (
 	// IndexProject indexes FleetVirtualMachines by the Argo CD AppProject
 	// their Applications run under, so a project change reaches them.
 	IndexProject = "fleetvm.io/project"
+	// IndexWaiting indexes FleetVirtualMachines waiting for clusters
+	// ("true"; see waitingForClusters), so a capacity change reaches only
+	// them.
+	IndexWaiting = "fleetvm.io/waiting-for-clusters"
 )
 
 // SetupIndexes registers the indexes the controller lists by.
@@ -71,6 +75,14 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return []string{tenancy.ProjectFor(fvm.Namespace, fvm.Spec.Delivery.Project)}
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexProject, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexWaiting, func(o client.Object) []string {
+		if waitingForClusters(o.(*fleetv1alpha1.FleetVirtualMachine)) {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexWaiting, err)
 	}
 	return vmclaim.SetupIndex(ctx, indexer)
 }

@@ -56,6 +56,9 @@ type statusInputs struct {
 	Apps         map[string]appState
 	Clusters     map[string]clusterInfo
 	Reports      map[string]*fleetv1alpha1.VMState
+	// Excluded says why clusters of the bound sets are not used (see
+	// wantsExclusions); nil when not computed.
+	Excluded []fleetv1alpha1.ExclusionCount
 	// UnboundSets are the cluster sets of spec.placement.clusterSets not
 	// bound to the FleetVirtualMachine's namespace: not used.
 	UnboundSets []string
@@ -82,6 +85,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	if in.PlacementRef != nil {
 		p := *in.PlacementRef
 		p.DecidedClusters = slices.Clone(in.Decision)
+		p.Excluded = in.Excluded
 		out.Placement = &p
 	}
 	out.Clusters = clusterEntries(in)
@@ -373,13 +377,13 @@ func placedCondition(in statusInputs) metav1.Condition {
 		c.Message = "not placed on any cluster yet" + movingNote
 	case len(placed) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters
-		c.Message = "no cluster qualifies: " + orDefault(in.PlacementMessage, "no ManagedCluster matches") +
-			". A cluster must be in a listed cluster set, match the environment and selector, and have room for the VM by the fleetvm-capacity score (published by the fleetvm addon agent)"
+		c.Message = "no cluster qualifies: " + orDefault(exclusionMessage(in.Excluded), orDefault(in.PlacementMessage, "no ManagedCluster matches")) +
+			". A cluster must be in a listed cluster set, match the environment and selector, and have a node with room for the VM and its networks by the fleetvm-capacity score (published by the fleetvm addon agent); kubectl fleetvm explain lists every cluster"
 	case in.Spec.Placement.Clusters != nil && int32(len(placed)) < *in.Spec.Placement.Clusters:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
 		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s)", len(placed), *in.Spec.Placement.Clusters, listNames(placed))
 		if len(moving) == 0 {
-			c.Message += ": " + orDefault(in.PlacementMessage, "not enough clusters qualify")
+			c.Message += ": " + orDefault(exclusionMessage(in.Excluded), orDefault(in.PlacementMessage, "not enough clusters qualify"))
 		}
 		c.Message += movingNote
 	default:

@@ -1,6 +1,7 @@
 package fleetvirtualmachine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +241,50 @@ func placed(clusters ...string) placementOutcome {
 
 func keyOf(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// TestPlacedSaysWhyClustersAreLeftOut: when no cluster or too few
+// qualify, the Placed message counts the reasons and names the clusters,
+// not just "no cluster qualifies"; the status keeps the counts.
+func TestPlacedSaysWhyClustersAreLeftOut(t *testing.T) {
+	excluded := []fleetv1alpha1.ExclusionCount{
+		{Reason: "Environment", Count: 1, Clusters: []string{"dev-a"}, Detail: `env="dev", not "prod"`},
+		{Reason: "MissingNetwork", Count: 1, Clusters: []string{"prod-b"}, Detail: "network default/vlan2003 is on no node"},
+		{Reason: "NoRoom", Count: 4, Clusters: []string{"prod-a", "prod-c", "prod-d"}, Detail: "no node has room for 4 CPU and 8Gi memory"},
+	}
+	cases := map[string]struct {
+		clusters *int32
+		placed   []string
+		reason   string
+		message  string
+	}{
+		"none qualifies": {
+			reason: fleetv1alpha1.ReasonNoClusters,
+			message: `no cluster qualifies: 1 Environment (dev-a); 1 MissingNetwork (prod-b: network default/vlan2003 is on no node); ` +
+				`4 NoRoom (prod-a, prod-c, prod-d, ...: no node has room for 4 CPU and 8Gi memory). `,
+		},
+		"fewer than asked": {
+			clusters: ptr.To[int32](2), placed: []string{"prod-e"}, reason: fleetv1alpha1.ReasonNotEnoughClusters,
+			message: `placed on 1 of 2 clusters (prod-e): 1 Environment (dev-a); 1 MissingNetwork (prod-b: network default/vlan2003 is on no node); ` +
+				`4 NoRoom (prod-a, prod-c, prod-d, ...: no node has room for 4 CPU and 8Gi memory)`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := statusInputs{
+				Spec:               fleetv1alpha1.FleetVirtualMachineSpec{Placement: fleetv1alpha1.FleetPlacement{Clusters: tc.clusters}},
+				PlacementRef:       &fleetv1alpha1.PlacementStatus{Name: "p"},
+				PlacementScheduled: true, PlacementMessage: "0/7 clusters selected",
+				Decision: tc.placed, Outcome: placed(tc.placed...), Excluded: excluded,
+			}
+			st := computeStatus(in)
+			c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionPlaced)
+			if c == nil || c.Reason != tc.reason || !strings.HasPrefix(c.Message, tc.message) {
+				t.Fatalf("Placed = %+v, want reason %s and a message starting %q", c, tc.reason, tc.message)
+			}
+			if diff := cmp.Diff(excluded, st.Placement.Excluded); diff != "" {
+				t.Errorf("status.placement.excluded (-want,+got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -88,9 +90,25 @@ func TestNetworkFit(t *testing.T) {
 	key := client.ObjectKeyFromObject(bridged)
 	waitFit(t, "prod-a", shape, 0)
 	waitFit(t, "prod-b", shape, 0)
-	waitFVM(t, key, "not placed: no node has room and the bridge", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		return conditionIs(f, fleetv1alpha1.ConditionPlaced, metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters)
+	// The status says why, cluster by cluster, not just "no cluster
+	// qualifies".
+	why := []string{
+		"1 MissingNetwork (prod-b: network default/vlan2003 is on no node",
+		"1 NoRoom (prod-a: no node has room for 4 CPU and 8Gi memory with default/vlan2003)",
+	}
+	got := waitFVM(t, key, "not placed, saying why", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+		return conditionIs(f, fleetv1alpha1.ConditionPlaced, metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters) &&
+			strings.Contains(c.Message, why[0]) && strings.Contains(c.Message, why[1])
 	})
+	wantExcluded := []fleetv1alpha1.ExclusionCount{
+		{Reason: "MissingNetwork", Count: 1, Clusters: []string{"prod-b"},
+			Detail: "network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)"},
+		{Reason: "NoRoom", Count: 1, Clusters: []string{"prod-a"}, Detail: "no node has room for 4 CPU and 8Gi memory with default/vlan2003"},
+	}
+	if diff := cmp.Diff(wantExcluded, got.Status.Placement.Excluded); diff != "" {
+		t.Errorf("status.placement.excluded (-want,+got):\n%s", diff)
+	}
 	// kubectl fleetvm explain names the reason of every cluster: prod-b
 	// has no vlan2003 at all; on prod-a the bridge is only on a node
 	// without room.
@@ -110,11 +128,14 @@ func TestNetworkFit(t *testing.T) {
 	// prod-b, which has room but not the network.
 	setBridge(ctx, t, prodA, "prod-a-node-1", 1000)
 	t.Cleanup(func() { setBridge(cleanup, t, prodA, "prod-a-node-1", 0) })
-	got := waitFVM(t, key, "ready on prod-a", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+	got = waitFVM(t, key, "ready on prod-a", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
 	})
 	if d := placedOn(got); !slices.Equal(d, []string{"prod-a"}) {
 		t.Fatalf("bridged placed on %v, want [prod-a]", d)
+	}
+	if got.Status.Placement.Excluded != nil {
+		t.Errorf("placed as asked, the status still lists exclusions: %+v", got.Status.Placement.Excluded)
 	}
 	if out := explainCmd(t, "explain", "bridged", "-n", "vms"); !strings.Contains(out, "prod-a   Chosen") ||
 		!strings.Contains(out, "prod-b   MissingNetwork") {

@@ -1,0 +1,110 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/explain"
+)
+
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=addonplacementscores,verbs=get;list;watch
+
+// exclusionNames is how many clusters the status names per reason.
+const exclusionNames = 3
+
+// wantsExclusions: the status says why clusters were left out while the
+// FleetVirtualMachine asks for every qualifying cluster, or has fewer than
+// it asks for. Once it has what it asks for, the others are not needed,
+// and their reasons (which change with every cluster's load) are left to
+// `kubectl fleetvm explain`, so a placed FleetVirtualMachine's status does
+// not change with its neighbours' capacity.
+func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) bool {
+	return spec.Placement.Clusters == nil || int32(placed) < *spec.Placement.Clusters
+}
+
+// exclusions says, for the clusters of the bound sets the VM is not placed
+// on, why: counted per reason, naming the first few. It reads what the
+// OCM scheduler reads (the clusters and the agents' capacity scores) from
+// the cache.
+func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision []string, outcome placementOutcome, now metav1.Time) ([]fleetv1alpha1.ExclusionCount, error) {
+	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
+	if err != nil {
+		return nil, fmt.Errorf("explain the placement: %w", err)
+	}
+	in.Now, in.Decided, in.Running = now.Time, decision, outcome.inState(statePlaced)
+	verdicts, err := explain.Explain(in)
+	if err != nil {
+		return nil, err
+	}
+	return exclusionCounts(explain.Summarize(verdicts, exclusionNames)), nil
+}
+
+// exclusionCounts turns counts into the status' form, leaving out the
+// clusters the VM is placed on.
+func exclusionCounts(counts []explain.Count) []fleetv1alpha1.ExclusionCount {
+	var out []fleetv1alpha1.ExclusionCount
+	for _, c := range counts {
+		if c.Reason == explain.Chosen || c.Reason == explain.Runs {
+			continue
+		}
+		out = append(out, fleetv1alpha1.ExclusionCount{
+			Reason: string(c.Reason), Count: int32(c.Count), Clusters: c.Clusters, Detail: c.Detail,
+		})
+	}
+	return out
+}
+
+// exclusionMessage renders the exclusions in one line: "1 MissingNetwork
+// (prod-b: network default/vlan2003 is on no node ...); 2 Environment
+// (dev-a, dev-b)"; "" when there are none.
+func exclusionMessage(excluded []fleetv1alpha1.ExclusionCount) string {
+	counts := make([]explain.Count, 0, len(excluded))
+	for _, e := range excluded {
+		counts = append(counts, explain.Count{Reason: explain.Reason(e.Reason), Count: int(e.Count), Clusters: e.Clusters, Detail: e.Detail})
+	}
+	if len(counts) == 0 {
+		return ""
+	}
+	return explain.Message(counts)
+}
+
+// waitingForClusters: the FleetVirtualMachine has fewer clusters than it
+// asks for, and its status says why. Those reasons change with the
+// clusters' labels, taints and capacity scores, which do not bring a
+// reconcile while the OCM scheduler's decision stays the same.
+func waitingForClusters(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
+	return fvm.Status.Placement != nil && len(fvm.Status.Placement.Excluded) > 0 &&
+		meta.IsStatusConditionFalse(fvm.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+}
+
+// fleetVMsWaitingForClusters maps a cluster or its capacity score to the
+// FleetVirtualMachines waiting for clusters, so the reasons they show stay
+// current. FleetVirtualMachines placed as asked are not woken.
+func (r *Reconciler) fleetVMsWaitingForClusters(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.fleetVMsMatching(ctx, "waiting for clusters", obj, client.MatchingFields{IndexWaiting: "true"})
+}
+
+// scoresChanged passes a capacity score whose values changed, not one
+// whose validity was only renewed.
+func scoresChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*clusterv1alpha1.AddOnPlacementScore)
+			n, ok2 := e.ObjectNew.(*clusterv1alpha1.AddOnPlacementScore)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(o.Status.Scores, n.Status.Scores)
+		},
+	}
+}
