@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
@@ -132,14 +133,38 @@ func TestExamples(t *testing.T) {
 	got := ExamplesSpec(t, ExamplesInput{Hub: fleet.Hub.Client, Examples: examples, Timeout: timeout})
 
 	want := map[string]int{ // clusters per example, as examples/README.md says
-		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 3,
+		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 2,
+	}
+	// The Windows VMs are on VLAN 2003: only nodes with its bridge can
+	// start them, and prod-b has none.
+	bridgeNodes := map[string]bool{}
+	for _, c := range localfleet.DefaultClusters() {
+		for _, n := range c.Nodes {
+			if _, ok := n.Extended[localfleet.BridgeResource(localfleet.Vlan2003.Bridge)]; ok {
+				bridgeNodes[n.Name] = true
+			}
+		}
 	}
 	for _, fvm := range got {
 		if n := len(fvm.Status.Clusters); n != want[fvm.Name] {
 			t.Errorf("%s on %d clusters, want %d", fvm.Name, n, want[fvm.Name])
 		}
+		if fvm.Name == "example-rhel9" {
+			continue
+		}
+		for _, c := range fvm.Status.Clusters {
+			if !bridgeNodes[c.Node] {
+				t.Errorf("%s runs on %s node %q, which has no bridge2003", fvm.Name, c.Cluster, c.Node)
+			}
+		}
 		if fvm.Name != "example-server2019" {
 			continue
+		}
+		// It asks for every cluster: the status says why prod-b is left out.
+		wantExcluded := []fleetv1alpha1.ExclusionCount{{Reason: "MissingNetwork", Count: 1, Clusters: []string{"prod-b"},
+			Detail: "network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)"}}
+		if fvm.Status.Placement == nil || !equality.Semantic.DeepEqual(fvm.Status.Placement.Excluded, wantExcluded) {
+			t.Errorf("Server 2019 status.placement = %+v, want excluded %+v", fvm.Status.Placement, wantExcluded)
 		}
 		// The dev overlay halves the cores; prod keeps the base's 8.
 		for _, c := range fvm.Status.Clusters {

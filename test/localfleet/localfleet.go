@@ -54,6 +54,7 @@ import (
 
 	"github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/agent"
+	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -67,30 +68,58 @@ const ArgoNamespace = "argocd"
 // OpenShift Virtualization's golden images do on a real cluster.
 const GoldenImageNamespace = "openshift-virtualization-os-images"
 
-// Cluster describes a spoke: its ManagedCluster labels and its nodes.
+// Cluster describes a spoke: its ManagedCluster labels, its nodes and its
+// bridged networks.
 type Cluster struct {
 	Name   string
 	Labels map[string]string
 	Nodes  []fleetenv.Node
+	// Networks are the NetworkAttachmentDefinitions the cluster has.
+	Networks []Network
+}
+
+// Network is a NetworkAttachmentDefinition onto a Linux bridge, as seed
+// 001 builds them: Bridge names the bridge; the nodes that have it offer
+// the resource bridge.network.kubevirt.io/<bridge> (bridge-marker), and
+// the NAD asks for it.
+type Network struct {
+	Namespace, Name, Bridge string
+	VLAN                    int
+}
+
+// Vlan2003 is seed 001's VLAN 2003 network, which seed 000's Windows VMs
+// attach to.
+var Vlan2003 = Network{Namespace: "default", Name: "vlan2003", Bridge: "bridge2003", VLAN: 2003}
+
+// BridgeResource is the node resource bridge-marker publishes for a
+// bridge.
+func BridgeResource(bridge string) corev1.ResourceName {
+	return corev1.ResourceName("bridge.network.kubevirt.io/" + bridge)
+}
+
+// bridged is what a node with the bridge offers: bridge-marker's 1k.
+func bridged(bridge string) map[corev1.ResourceName]string {
+	return map[corev1.ResourceName]string{BridgeResource(bridge): "1k"}
 }
 
 // DefaultClusters are the local fleet's spokes: two env=prod, one env=dev,
-// with nodes of different sizes.
+// with nodes of different sizes. VLAN 2003 reaches prod-a and dev-a, each
+// on its bigger node only; prod-b is not on it.
 func DefaultClusters() []Cluster {
 	return []Cluster{
 		{Name: "prod-a", Labels: map[string]string{"env": "prod", "region": "east"}, Nodes: []fleetenv.Node{
-			{Name: "prod-a-large", CPU: "32", Memory: "128Gi"},
+			{Name: "prod-a-large", CPU: "32", Memory: "128Gi", Extended: bridged(Vlan2003.Bridge)},
 			{Name: "prod-a-small", CPU: "8", Memory: "16Gi"},
-		}},
+		}, Networks: []Network{Vlan2003}},
 		{Name: "prod-b", Labels: map[string]string{"env": "prod", "region": "west"}, Nodes: []fleetenv.Node{
 			{Name: "prod-b-large", CPU: "16", Memory: "64Gi"},
 			{Name: "prod-b-medium", CPU: "8", Memory: "32Gi"},
 			{Name: "prod-b-small", CPU: "4", Memory: "8Gi"},
 		}},
 		{Name: "dev-a", Labels: map[string]string{"env": "dev", "region": "east"}, Nodes: []fleetenv.Node{
-			{Name: "dev-a-medium", CPU: "12", Memory: "48Gi"},
+			{Name: "dev-a-medium", CPU: "12", Memory: "48Gi", Extended: bridged(Vlan2003.Bridge)},
 			{Name: "dev-a-small", CPU: "4", Memory: "8Gi"},
-		}},
+		}, Networks: []Network{Vlan2003}},
 	}
 }
 
@@ -316,17 +345,10 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 			return err
 		}
 	}
-	// Seed 001's VLAN 2003 bridge, which the Windows VMs attach to: a
-	// NetworkAttachmentDefinition on every cluster, with the bridge on
-	// every node (no node resource to count).
-	nad := &unstructured.Unstructured{}
-	nad.SetAPIVersion("k8s.cni.cncf.io/v1")
-	nad.SetKind("NetworkAttachmentDefinition")
-	nad.SetNamespace("default")
-	nad.SetName("vlan2003")
-	nad.Object["spec"] = map[string]any{"config": `{"cniVersion":"0.3.1","name":"vlan2003","type":"bridge","bridge":"bridge2003","vlan":2003}`}
-	if err := spoke.Client.Create(ctx, nad); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create NetworkAttachmentDefinition default/vlan2003 on %s: %w", c.Name, err)
+	for _, n := range c.Networks {
+		if err := createNetwork(ctx, spoke.Client, n); err != nil {
+			return fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
 	}
 	if err := spoke.EnsureNamespace(ctx, GoldenImageNamespace); err != nil {
 		return err
@@ -351,6 +373,26 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 		if err := updateStatus(ctx, spoke.Client, ds); err != nil {
 			return fmt.Errorf("mark DataSource %s on %s ready: %w", name, c.Name, err)
 		}
+	}
+	return nil
+}
+
+// createNetwork creates a bridge network's NetworkAttachmentDefinition,
+// naming the bridge's node resource as bridge NADs do.
+func createNetwork(ctx context.Context, c client.Client, n Network) error {
+	nad := &unstructured.Unstructured{}
+	nad.SetAPIVersion("k8s.cni.cncf.io/v1")
+	nad.SetKind("NetworkAttachmentDefinition")
+	nad.SetNamespace(n.Namespace)
+	nad.SetName(n.Name)
+	nad.SetAnnotations(map[string]string{agentcapacity.AnnotationResourceName: string(BridgeResource(n.Bridge))})
+	config, err := json.Marshal(map[string]any{"cniVersion": "0.3.1", "name": n.Name, "type": "bridge", "bridge": n.Bridge, "vlan": n.VLAN})
+	if err != nil {
+		return err
+	}
+	nad.Object["spec"] = map[string]any{"config": string(config)}
+	if err := c.Create(ctx, nad); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create NetworkAttachmentDefinition %s/%s: %w", n.Namespace, n.Name, err)
 	}
 	return nil
 }
