@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,16 +124,94 @@ func TestNoProcessSurvives(t *testing.T) {
 			t.Fatalf("%s not listening while the child runs: the check below would prove nothing", ep)
 		}
 	}
+	// The processes the child started (kube-apiserver and etcd for each
+	// of its two clusters, and whatever wraps them), by PID and start
+	// time: a port can be taken again by another test's server, a
+	// process cannot come back.
+	procs := descendants(cmd.Process.Pid)
+	if len(procs) < 4 {
+		t.Fatalf("the child runs %d processes, want at least 4 (an API server and etcd per cluster): %v", len(procs), procs)
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	for _, ep := range endpoints {
-		err := Eventually(context.Background(), 15*time.Second, func() (bool, error) { return !listening(ep), nil })
-		if err != nil {
-			t.Errorf("%s still listening after its test process was killed", ep)
+	err = Eventually(context.Background(), 15*time.Second, func() (bool, error) {
+		for _, p := range procs {
+			if p.alive() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		for _, p := range procs {
+			if p.alive() {
+				t.Errorf("%s (pid %d) still runs after its test process was killed", p.comm, p.pid)
+			}
 		}
 	}
+}
+
+// proc is a process, told apart from a later one with the same PID by its
+// start time.
+type proc struct {
+	pid   int
+	start string
+	comm  string
+}
+
+// stat reads a process' parent, start time and name from /proc; ok is
+// false when it is gone or a zombie.
+func stat(pid int) (ppid int, start, comm string, ok bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", "", false
+	}
+	// pid (comm) state ppid ... starttime is field 22; comm may hold
+	// spaces and parentheses, so split after its last ')'.
+	s := string(raw)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, "", "", false
+	}
+	comm = s[strings.IndexByte(s, '(')+1 : end]
+	f := strings.Fields(s[end+1:])
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0, "", "", false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return ppid, f[19], comm, true
+}
+
+func (p proc) alive() bool {
+	_, start, _, ok := stat(p.pid)
+	return ok && start == p.start
+}
+
+// descendants lists every process below pid.
+func descendants(pid int) []proc {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]proc{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, start, comm, ok := stat(n); ok {
+			children[ppid] = append(children[ppid], proc{pid: n, start: start, comm: comm})
+		}
+	}
+	var out []proc
+	queue := []int{pid}
+	for len(queue) > 0 {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c.pid)
+		}
+		queue = queue[1:]
+	}
+	return out
 }
 
 // TestFleetChild is the child of TestNoProcessSurvives: it starts a fleet,
