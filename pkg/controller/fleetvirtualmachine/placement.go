@@ -17,7 +17,6 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -36,12 +35,6 @@ const (
 // clusterSets returns the cluster sets a FleetVirtualMachine selects from.
 func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 	return setsOf(fvm.Spec)
-}
-
-// vmShape returns the CPU and memory of the VM an inline template asks for,
-// or false for a git source (its VMs are unknown to the hub).
-func vmShape(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
-	return shapes.Of(fvm)
 }
 
 // fitExpression is the CEL predicate that admits a cluster only if the VM
@@ -74,7 +67,7 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, se
 		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(spec, r.Config.EnvironmentLabel)},
 	}
 	annotations := map[string]string{}
-	if shape, ok := vmShape(fvm); ok {
+	if shape, ok := capacity.ShapeOf(fvm); ok {
 		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
 			CelExpressions: []string{fitExpression(shape, sticky)},
 		}

@@ -46,7 +46,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	}
 	var shapes []capacity.Shape
 	for i := range fvms.Items {
-		if s, ok := Of(&fvms.Items[i]); ok {
+		if s, ok := capacity.ShapeOf(&fvms.Items[i]); ok {
 			shapes = append(shapes, s)
 		}
 	}
@@ -88,11 +88,6 @@ func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
 		return fmt.Errorf("write ConfigMap %s: %w", klog.KObj(want), err)
 	}
 	return nil
-}
-
-// Of returns the shape of a FleetVirtualMachine's VM (capacity.ShapeOf).
-func Of(fvm *fleetv1alpha1.FleetVirtualMachine) (capacity.Shape, bool) {
-	return capacity.ShapeOf(fvm)
 }
 
 // SetupWithManager registers the controller: any FleetVirtualMachine spec
