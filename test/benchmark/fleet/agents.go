@@ -89,6 +89,14 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench-agent-scores"}),
 	}
 	counting := agenttest.CountWrites(hubClient, func(agenttest.Write) { a.scoreWrites.Add(1) })
+	// The agents read NetworkAttachmentDefinitions as metadata. A fake
+	// client registers such a kind in its scheme on first use, and the
+	// agents' fake clients share one scheme: register it before they run.
+	nad := agentcapacity.NetworkAttachmentDefinitionGVK
+	if !h.fleet.Scheme.Recognizes(nad) {
+		h.fleet.Scheme.AddKnownTypeWithName(nad, &metav1.PartialObjectMetadata{})
+		h.fleet.Scheme.AddKnownTypeWithName(nad.GroupVersion().WithKind(nad.Kind+"List"), &metav1.PartialObjectMetadataList{})
+	}
 	for i, name := range h.clusterNames {
 		nodes, pods := spokeCapacity(i)
 		objs := make([]client.Object, 0, len(nodes)+len(pods))
