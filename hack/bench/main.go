@@ -7,6 +7,12 @@
 //	make bench                      # N = M = 1000
 //	BENCH_SCALE=0.1 make bench      # N = M = 100
 //	make bench BENCH_FLAGS='--rest 1m'
+//	BENCH_SERIES=1 make bench       # the scaling series (burst and rest only)
+//
+// The series runs the burst and a shorter rest at 100, 300 and 1,000
+// clusters with 1,000 FleetVMs, then 3,000 and 5,000 FleetVMs at 1,000
+// clusters (each × BENCH_SCALE), one fresh fleet per point, and prints
+// one line per point so the growth shape is visible.
 package main
 
 import (
@@ -18,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,6 +74,8 @@ func run() int {
 	flag.DurationVar(&cfg.ArgoRefresh, "argo-refresh", 3*time.Minute, "Period of the Argo CD stand-in's Application refresh (negative: none).")
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "Bound of each wait for convergence.")
 	flag.StringVar(&out, "out", "_output/bench", "Folder for the JSON report and the hub's log.")
+	series := flag.Bool("series", os.Getenv("BENCH_SERIES") == "1", "Run the scaling series instead (BENCH_SERIES=1).")
+	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
 	flag.Parse()
 	for _, f := range strings.Split(statusK, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(f))
@@ -102,6 +111,10 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *series {
+		cfg.BurstOnly, cfg.Rest = true, *seriesRest
+		return runSeries(ctx, cfg, seriesPoints(scaled), filepath.Join(out, stamp+"-series.json"))
+	}
 	fmt.Fprintf(os.Stderr, "fleet benchmark: %d clusters, %d FleetVMs × %d clusters, load average %s\n",
 		cfg.Clusters, cfg.FleetVMs, cfg.ClustersPerVM, loadAverage())
 	report, runErr := fleet.Run(ctx, cfg)
@@ -145,4 +158,97 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// point is one configuration of the scaling series.
+type point struct{ clusters, fleetVMs int }
+
+// seriesPoints: clusters grow at a fixed number of FleetVMs, then
+// FleetVMs grow at 1,000 clusters.
+func seriesPoints(scaled func(int) int) []point {
+	return []point{
+		{scaled(100), scaled(1000)}, {scaled(300), scaled(1000)}, {scaled(1000), scaled(1000)},
+		{scaled(1000), scaled(3000)}, {scaled(1000), scaled(5000)},
+	}
+}
+
+// seriesColumns are the figures the series prints, by row name.
+var seriesColumns = []struct{ head, row string }{
+	{"converged s", "burst: all converged (Placed+Delivered+status aggregated)"},
+	{"p99 s", "burst: per FleetVM p99"},
+	{"sched runs/FVM", "burst: OCM scheduler runs per FleetVM"},
+	{"sched ms/run", "burst: OCM scheduler time per run"},
+	{"writes/FVM", "creation: hub writes per FleetVM (API server count, without events)"},
+	{"events/FVM", "creation: hub writes per FleetVM: events"},
+	{"409/FVM", "creation: hub status writes refused 409 Conflict per FleetVM (stale cache)"},
+	{"rest runs/Placement", "runs per FleetVM Placement"},
+	{"rest busy %", "OCM scheduler busy share"},
+	{"peak RSS MiB", "memory after at rest: hub peak RSS (VmHWM)"},
+}
+
+// runSeries runs every point on a fresh fleet, prints the series table
+// and saves every point's report in one JSON file.
+func runSeries(ctx context.Context, cfg fleet.Config, points []point, path string) int {
+	var reports []*fleet.Report
+	failed := false
+	for _, p := range points {
+		c := cfg
+		c.Clusters, c.FleetVMs = p.clusters, p.fleetVMs
+		fmt.Fprintf(os.Stderr, "\n== series: %d clusters, %d FleetVMs (load average %s)\n", p.clusters, p.fleetVMs, loadAverage())
+		report, err := fleet.Run(ctx, c)
+		if report != nil {
+			reports = append(reports, report)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "point %d×%d did not complete: %v\n", p.clusters, p.fleetVMs, err)
+			failed = true
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	b, err := json.MarshalIndent(reports, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "write the series:", err)
+	}
+	fmt.Printf("\nFleetVM scaling series, %d CPUs (burst, then %s at rest, per point)\n\n", runtime.NumCPU(), cfg.Rest)
+	fmt.Printf("%-8s  %-8s", "clusters", "FleetVMs")
+	for _, col := range seriesColumns {
+		fmt.Printf("  %*s", len(col.head), col.head)
+	}
+	fmt.Println()
+	for _, r := range reports {
+		fmt.Printf("%-8d  %-8d", r.Settings.Clusters, r.Settings.FleetVMs)
+		for _, col := range seriesColumns {
+			v, ok := seriesValue(r, col.row)
+			cell := "-"
+			if ok {
+				cell = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			fmt.Printf("  %*s", len(col.head), cell)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("\nseries: %s\n", path)
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// seriesValue finds a row by its full name, or the at-rest row ending
+// with it (its name carries the rest duration).
+func seriesValue(r *fleet.Report, row string) (float64, bool) {
+	if v, ok := r.Value(row); ok {
+		return v, true
+	}
+	for _, res := range r.Results {
+		if strings.HasPrefix(res.Scenario, "at rest") && strings.HasSuffix(res.Scenario, ": "+row) {
+			return res.Value, true
+		}
+	}
+	return 0, false
 }

@@ -87,6 +87,10 @@ type Config struct {
 	// ArgoRefresh is the period of the Argo CD stand-in's status refresh of
 	// every Application (default 3 minutes; negative disables it).
 	ArgoRefresh time.Duration
+	// BurstOnly runs only the burst and the at-rest scenario after it (a
+	// point of the scaling series), not the physical limit, the status
+	// latency and the decision change.
+	BurstOnly bool
 	// Timeout bounds each wait for convergence (default 15 minutes).
 	Timeout time.Duration
 
@@ -234,6 +238,9 @@ func (h *harness) run(ctx context.Context) error {
 		{"decision change", h.decisionChange},
 	}
 	for _, s := range steps {
+		if h.cfg.BurstOnly && (s.name == "physical limit" || s.name == "status latency" || s.name == "decision change") {
+			continue
+		}
 		h.logf("%s", s.name)
 		if err := s.fn(ctx); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)

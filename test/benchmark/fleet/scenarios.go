@@ -401,6 +401,11 @@ func (h *harness) atRest(ctx context.Context) error {
 		d := sched.sub(schedBefore)
 		r.add(label+": OCM scheduler runs", d.Runs, "runs")
 		r.addDuration(label+": OCM scheduler busy, summed", d.Busy)
+		// Per FleetVM Placement (the burst's and the seeds'), and as a
+		// share of the idle time of its one worker.
+		placements := float64(h.cfg.FleetVMs + len(shapes))
+		r.add(label+": OCM scheduler runs per FleetVM Placement", round(d.Runs/placements, 3), "runs/Placement")
+		r.add(label+": OCM scheduler busy share", round(100*d.Busy.Seconds()/h.cfg.Rest.Seconds(), 2), "%")
 	}
 	r.addDuration(label+": hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.memory("at rest")
