@@ -37,8 +37,9 @@ const (
 	// Taint: a NoSelect taint the FleetVirtualMachine does not tolerate
 	// (an unavailable or unreachable cluster has one).
 	Taint Reason = "Taint"
-	// NoAgent: no valid fleetvm-capacity score (no agent, or its score
-	// expired).
+	// NoAgent: no fleetvm-capacity score (no agent, or it has not
+	// reported yet). An expired score still decides, as in OCM's CEL
+	// predicate; the detail says it is old.
 	NoAgent Reason = "AgentNotReporting"
 	// Network: a network the VM needs is on no node of the cluster.
 	Network Reason = "MissingNetwork"
@@ -125,26 +126,38 @@ func verdict(in Input, c Cluster, sel labels.Selector) Verdict {
 			v.Reason, v.Detail = NotNeeded, "qualifies; enough clusters were chosen"
 			return v
 		}
-		if c.Scores == nil || (!c.ValidUntil.IsZero() && !in.Now.Before(c.ValidUntil)) {
-			v.Reason, v.Detail = NoAgent, "no valid fleetvm-capacity score: the fleetvm agent is not reporting"
+		if c.Scores == nil {
+			v.Reason, v.Detail = NoAgent, "no fleetvm-capacity score: the fleetvm agent has not reported"
 			return v
 		}
-		for _, n := range in.Shape.Networks {
-			if c.Scores[capacity.NetworkScoreName(n)] < 1 {
-				v.Reason, v.Detail = Network, fmt.Sprintf("network %s is on no node (no NetworkAttachmentDefinition, or no node has its resource)", n)
-				return v
-			}
+		v = byScores(in, c, v)
+		// OCM's fit predicate reads a score whatever its validUntil, so
+		// an expired one still decides; say it is old.
+		if !c.ValidUntil.IsZero() && !in.Now.Before(c.ValidUntil) {
+			v.Detail += fmt.Sprintf(" (by a fleetvm-capacity score that expired at %s: the agent is not renewing it)", c.ValidUntil.UTC().Format(time.RFC3339))
 		}
-		if c.Scores[in.Shape.Name()] < 1 {
-			what := fmt.Sprintf("%s CPU and %s memory", in.Shape.CPU.String(), in.Shape.Memory.String())
-			if len(in.Shape.Networks) > 0 {
-				what += " with " + strings.Join(in.Shape.Networks, ", ")
-			}
-			v.Reason, v.Detail = NoRoom, "no node has room for "+what
-			return v
-		}
-		v.Reason, v.Detail = NotNeeded, "qualifies; enough clusters were chosen"
 	}
+	return v
+}
+
+// byScores judges a cluster by the agent's scores: a network on no node,
+// no node with room, or it qualifies.
+func byScores(in Input, c Cluster, v Verdict) Verdict {
+	for _, n := range in.Shape.Networks {
+		if c.Scores[capacity.NetworkScoreName(n)] < 1 {
+			v.Reason, v.Detail = Network, fmt.Sprintf("network %s is on no node (no NetworkAttachmentDefinition, or no node has its resource)", n)
+			return v
+		}
+	}
+	if c.Scores[in.Shape.Name()] < 1 {
+		what := fmt.Sprintf("%s CPU and %s memory", in.Shape.CPU.String(), in.Shape.Memory.String())
+		if len(in.Shape.Networks) > 0 {
+			what += " with " + strings.Join(in.Shape.Networks, ", ")
+		}
+		v.Reason, v.Detail = NoRoom, "no node has room for "+what
+		return v
+	}
+	v.Reason, v.Detail = NotNeeded, "qualifies; enough clusters were chosen"
 	return v
 }
 

@@ -53,9 +53,10 @@ func TestExplain(t *testing.T) {
 		{"prod-down", Taint, "taint cluster.open-cluster-management.io/unreachable=:NoSelect not tolerated"},
 		{"prod-full", NoRoom, "no node has room for 4 CPU and 8Gi memory with default/vlan2003"},
 		{"prod-maint", NotNeeded, "qualifies; enough clusters were chosen"},
-		{"prod-noagent", NoAgent, "no valid fleetvm-capacity score: the fleetvm agent is not reporting"},
+		{"prod-noagent", NoAgent, "no fleetvm-capacity score: the fleetvm agent has not reported"},
 		{"prod-old", Runs, "the VM runs here and stays"},
-		{"prod-stale", NoAgent, "no valid fleetvm-capacity score: the fleetvm agent is not reporting"},
+		{"prod-stale", NotNeeded, "qualifies; enough clusters were chosen (by a fleetvm-capacity score that expired at " +
+			now.Add(-time.Second).UTC().Format(time.RFC3339) + ": the agent is not renewing it)"},
 		{"prod-us", Selector, "labels do not match spec.placement.clusterSelector (region=eu)"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -65,10 +66,10 @@ func TestExplain(t *testing.T) {
 	counts := Summarize(got, 1)
 	if diff := cmp.Diff("1 Chosen (prod-a); 1 RunsThere (prod-old); 1 Environment (dev-a); 1 Selector (prod-us); "+
 		"1 Taint (prod-down: taint cluster.open-cluster-management.io/unreachable=:NoSelect not tolerated); "+
-		"2 AgentNotReporting (prod-noagent, ...); "+
+		"1 AgentNotReporting (prod-noagent); "+
 		"1 MissingNetwork (prod-b: network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)); "+
 		"1 NoRoom (prod-full: no node has room for 4 CPU and 8Gi memory with default/vlan2003); "+
-		"1 NotNeeded (prod-maint)", Message(counts)); diff != "" {
+		"2 NotNeeded (prod-maint, ...)", Message(counts)); diff != "" {
 		t.Errorf("Message (-want,+got):\n%s", diff)
 	}
 }

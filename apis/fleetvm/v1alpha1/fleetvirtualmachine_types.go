@@ -36,9 +36,13 @@ type Prioritizer string
 
 const (
 	// PrioritizerFreeCapacity prefers clusters with the most free CPU and
-	// memory, from the fleetvm-capacity AddOnPlacementScore.
+	// memory, from the fleetvm-capacity AddOnPlacementScore. Every change
+	// of any cluster's score (each agent renews it every 90 s) makes the
+	// OCM scheduler schedule such a Placement again.
 	PrioritizerFreeCapacity Prioritizer = "FreeCapacity"
-	// PrioritizerBalance spreads VMs over clusters (OCM's Balance prioritizer).
+	// PrioritizerBalance spreads VMs over the clusters that fit them (OCM's
+	// Balance prioritizer: fewest placement decisions first) and keeps the
+	// clusters chosen before (Steady, weighted above it).
 	PrioritizerBalance Prioritizer = "Balance"
 	// PrioritizerSteady keeps existing decisions stable (OCM's Steady prioritizer).
 	PrioritizerSteady Prioritizer = "Steady"
@@ -218,10 +222,13 @@ type FleetPlacement struct {
 	// +listType=atomic
 	Tolerations []clusterv1beta1.Toleration `json:"tolerations,omitempty"`
 
-	// prioritizer ranks the clusters that qualify. FreeCapacity (default)
-	// prefers the clusters with the most free CPU and memory.
+	// prioritizer ranks the clusters that qualify (fit is a predicate,
+	// whatever the prioritizer). Balance (default) spreads VMs over them;
+	// FreeCapacity prefers the most free CPU and memory, at the cost of a
+	// scheduler run for every capacity score change; Steady keeps the
+	// clusters chosen before.
 	// +optional
-	// +kubebuilder:default=FreeCapacity
+	// +kubebuilder:default=Balance
 	Prioritizer Prioritizer `json:"prioritizer,omitempty"`
 }
 
@@ -424,7 +431,7 @@ type ExclusionCount struct {
 	// Environment (the env label is another), Selector
 	// (spec.placement.clusterSelector does not match), Taint (a NoSelect
 	// taint not tolerated, as on an unavailable cluster),
-	// AgentNotReporting (no valid fleetvm-capacity score), MissingNetwork
+	// AgentNotReporting (no fleetvm-capacity score), MissingNetwork
 	// (a network the VM needs is on no node), NoRoom (no node has room for
 	// the VM with its networks) or NotNeeded (the cluster qualifies;
 	// enough were chosen).

@@ -71,6 +71,11 @@ func TestReconcileStatusWriteConflict(t *testing.T) {
 					Placement:   fleetv1alpha1.FleetPlacement{Environment: "prod"},
 					RunStrategy: fleetv1alpha1.RunStrategyAlways,
 				},
+				// It was Ready: losing that is announced.
+				Status: fleetv1alpha1.FleetVirtualMachineStatus{Conditions: []metav1.Condition{{
+					Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonAllReady,
+					LastTransitionTime: metav1.Now(),
+				}}},
 			}
 			b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(fvm).WithStatusSubresource(fvm)
 			if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {

@@ -65,6 +65,9 @@ type Reconciler struct {
 
 	// alarms wake a reconcile when a grace period ends (SetupWithManager).
 	alarms *alarms
+	// expect holds each FleetVirtualMachine's own last write until the
+	// cache has it: a reconcile from an older copy would be refused.
+	expect write.Expectations
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch
@@ -108,14 +111,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.observeImages(req.NamespacedName, nil)
 			r.alarms.set(req.NamespacedName, 0)
+			r.expect.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.expect.Satisfied(fvm) {
+		// The cache has not seen this controller's last write yet; its
+		// watch event brings the next reconcile (the requeue is a
+		// backstop).
+		return ctrl.Result{RequeueAfter: write.ExpectationTimeout}, nil
 	}
 	if fvm.DeletionTimestamp != nil {
 		return r.reconcileDelete(ctx, fvm)
 	}
-	if _, err := write.AddFinalizer(ctx, r.Client, fvm, Finalizer); err != nil {
+	if added, err := write.AddFinalizer(ctx, r.Client, fvm, Finalizer); err != nil {
 		return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+	} else if added {
+		r.expect.Wrote(fvm)
 	}
 	before := fvm.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
@@ -153,13 +165,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// 2. Decide.
 	outcome := decidePlacement(r.placementInput(fvm, obs, now))
+	// Why clusters are left out, from what the scheduler sees: for the
+	// status, and to ask for a new schedule when that says a cluster now
+	// qualifies.
+	var qualifying []string
+	waiting := obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && in.PlacementErr == nil &&
+		wantsExclusions(fvm.Spec, len(outcome.inState(statePlaced)))
+	if waiting {
+		if in.Excluded, qualifying, err = r.exclusions(ctx, fvm, obs.Decision, outcome, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	// 3. The Placement.
 	if obs.PlacementErr != nil {
 		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
 	} else if len(obs.Allowed) > 0 {
 		sticky, hasSticky := currentSticky(obs.Placement)
 		sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
-		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, obs.Allowed, sticky); err != nil {
+		reschedule := rescheduleToken(obs.Placement, waiting, qualifying)
+		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, obs.Allowed, sticky, reschedule); err != nil {
 			in.PlacementErr = errors.Join(in.PlacementErr, err)
 		} else if written {
 			// Its decision answers the old spec until rescheduled.
@@ -180,11 +204,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
 	in.Decision, in.Outcome = obs.Decision, outcome
-	if in.PlacementScheduled && in.PlacementErr == nil && wantsExclusions(fvm.Spec, len(outcome.inState(statePlaced))) {
-		if in.Excluded, err = r.exclusions(ctx, fvm, obs.Decision, outcome, now); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
 	if appSetErr != nil {
 		in.DeliveryErr = appSetErr
@@ -410,26 +429,64 @@ func (r *Reconciler) observeImages(key types.NamespacedName, images []string) ma
 // patchStatusIfChanged writes the status only when it differs: a reconcile
 // that finds nothing new issues no write.
 func (r *Reconciler) patchStatusIfChanged(ctx context.Context, before, fvm *fleetv1alpha1.FleetVirtualMachine) error {
-	if _, err := write.Status(ctx, r.Client, before, fvm); err != nil {
+	written, err := write.Status(ctx, r.Client, before, fvm)
+	if err != nil {
 		return fmt.Errorf("write status of %s: %w", klog.KObj(fvm), err)
+	}
+	if written {
+		r.expect.Wrote(fvm)
 	}
 	return nil
 }
 
-// recordTransitions emits an event when Placed, Delivered or Ready change.
+// recordTransitions emits an event for the transitions an operator acts
+// on, not for every step of a rollout: Ready becoming True, or leaving
+// True; Placed or Delivered turning False (or False for another reason),
+// and turning True again after that. A FleetVirtualMachine created and
+// rolled out without trouble has one event, Ready.
 func (r *Reconciler) recordTransitions(before, after *fleetv1alpha1.FleetVirtualMachine) {
 	for _, t := range []string{fleetv1alpha1.ConditionPlaced, fleetv1alpha1.ConditionDelivered, fleetv1alpha1.ConditionReady} {
 		old := meta.FindStatusCondition(before.Status.Conditions, t)
 		cur := meta.FindStatusCondition(after.Status.Conditions, t)
-		if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
-			continue
+		if kind, ok := transitionEvent(t, old, cur); ok {
+			r.Recorder.Event(after, kind, cur.Reason, cur.Message)
 		}
-		kind := "Normal"
-		if cur.Status == metav1.ConditionFalse {
-			kind = "Warning"
-		}
-		r.Recorder.Event(after, kind, cur.Reason, cur.Message)
 	}
+}
+
+// transitionEvent says whether a condition's change is worth an event,
+// and its type.
+func transitionEvent(condition string, old, cur *metav1.Condition) (string, bool) {
+	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
+		return "", false
+	}
+	was := metav1.ConditionUnknown
+	if old != nil {
+		was = old.Status
+	}
+	if condition == fleetv1alpha1.ConditionReady {
+		switch {
+		case cur.Status == metav1.ConditionTrue && was != metav1.ConditionTrue:
+			return "Normal", true
+		case cur.Status != metav1.ConditionTrue && was == metav1.ConditionTrue:
+			return "Warning", true
+		}
+		return "", false
+	}
+	// Waiting for Argo CD to create the Applications is a step of a
+	// rollout; losing them once delivered is not.
+	rollingOut := func(c *metav1.Condition) bool {
+		return c != nil && c.Reason == fleetv1alpha1.ReasonApplicationsMissing
+	}
+	switch {
+	case cur.Status == metav1.ConditionFalse && rollingOut(cur) && was != metav1.ConditionTrue:
+		return "", false
+	case cur.Status == metav1.ConditionFalse:
+		return "Warning", true
+	case cur.Status == metav1.ConditionTrue && was == metav1.ConditionFalse && !rollingOut(old):
+		return "Normal", true
+	}
+	return "", false
 }
 
 // SetupWithManager registers the controller. Objects in the Argo CD

@@ -2,12 +2,17 @@ package fleetvirtualmachine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,18 +40,51 @@ func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) boo
 // exclusions says, for the clusters of the bound sets the VM is not placed
 // on, why: counted per reason, naming the first few. It reads what the
 // OCM scheduler reads (the clusters and the agents' capacity scores) from
-// the cache.
-func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision []string, outcome placementOutcome, now metav1.Time) ([]fleetv1alpha1.ExclusionCount, error) {
+// the cache. qualifying are the clusters that qualify by those inputs but
+// are not in the scheduler's decision.
+func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision []string, outcome placementOutcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
 	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
 	if err != nil {
-		return nil, fmt.Errorf("explain the placement: %w", err)
+		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}
 	in.Now, in.Decided, in.Running = now.Time, decision, outcome.inState(statePlaced)
 	verdicts, err := explain.Explain(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return exclusionCounts(explain.Summarize(verdicts, exclusionNames)), nil
+	for _, v := range verdicts {
+		if v.Reason == explain.NotNeeded {
+			qualifying = append(qualifying, v.Cluster)
+		}
+	}
+	return exclusionCounts(explain.Summarize(verdicts, exclusionNames)), qualifying, nil
+}
+
+// rescheduleAnnotation on a Placement asks the OCM scheduler for a new
+// schedule: it changes when clusters that fit the VM are left out of the
+// decision while the FleetVirtualMachine waits for clusters.
+const rescheduleAnnotation = "fleetvm.io/reschedule"
+
+// rescheduleToken is the Placement's rescheduleAnnotation. The OCM
+// scheduler schedules a Placement again when a score its prioritizers use
+// changes, not when a score its CEL predicates read does; FleetVM ranks
+// without scores, so a cluster whose capacity now fits the VM does not
+// reach a Placement that waits for clusters by itself. The hub sees it
+// (the Placement is waiting, and the same inputs say a cluster qualifies),
+// and writes a token naming those clusters: one schedule for each new set
+// of them, and none while nothing changes, so a scheduler that still
+// disagrees is not asked again and again. Otherwise the token stays as it
+// is.
+func rescheduleToken(current *clusterv1beta1.Placement, waiting bool, qualifying []string) string {
+	if waiting && len(qualifying) > 0 {
+		sorted := slices.Sorted(slices.Values(qualifying))
+		sum := sha256.Sum256([]byte(strings.Join(sorted, ",")))
+		return hex.EncodeToString(sum[:4])
+	}
+	if current == nil {
+		return ""
+	}
+	return current.Annotations[rescheduleAnnotation]
 }
 
 // exclusionCounts turns counts into the status' form, leaving out the

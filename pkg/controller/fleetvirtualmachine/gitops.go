@@ -12,6 +12,7 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -391,7 +392,10 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 	case err != nil:
 		return nil, fmt.Errorf("write ApplicationSet %s: %w", klog.KObj(want), err)
 	case out == write.Created:
-		r.Recorder.Eventf(fvm, "Normal", "ApplicationSetCreated", "Created ApplicationSet %s", klog.KObj(want))
+		if meta.IsStatusConditionTrue(fvm.Status.Conditions, fleetv1alpha1.ConditionDelivered) {
+			// It was there: someone deleted it.
+			r.Recorder.Eventf(fvm, "Warning", "ApplicationSetRecreated", "Recreated ApplicationSet %s, which was deleted", klog.KObj(want))
+		}
 		return want, nil
 	default:
 		return got, nil

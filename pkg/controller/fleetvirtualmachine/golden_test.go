@@ -101,7 +101,7 @@ func TestGeneratedObjects(t *testing.T) {
 	r := &Reconciler{Config: DefaultConfig()}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			placement := r.desiredPlacement(tc.fvm, tc.sets, tc.sticky)
+			placement := r.desiredPlacement(tc.fvm, tc.sets, tc.sticky, "")
 			appSet, err := r.desiredApplicationSet(tc.fvm, tc.project, tc.targets)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -23,8 +24,8 @@ import (
 // defaultClusterSet is used when spec.placement.clusterSets is empty.
 const defaultClusterSet = "default"
 
-// Weights of the FreeCapacity prioritizer. Steady outweighs the capacity
-// scores (each -100..100) so the scheduler keeps answering with the
+// Weights of the prioritizers. Steady outweighs the capacity scores and
+// Balance (each -100..100) so the scheduler keeps answering with the
 // clusters it picked before; keeping a VM does not depend on it
 // (decide.go).
 const (
@@ -61,7 +62,7 @@ func fitExpression(shape capacity.Shape, sticky []string) string {
 // would mean every set bound to the Argo CD namespace, other tenants'
 // included); sticky are the clusters the fit predicate admits whatever
 // their score.
-func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets, sticky []string) *clusterv1beta1.Placement {
+func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets, sticky []string, reschedule string) *clusterv1beta1.Placement {
 	spec := fvm.Spec.Placement
 	predicate := clusterv1beta1.ClusterPredicate{
 		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(spec, r.Config.EnvironmentLabel)},
@@ -72,6 +73,9 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, se
 			CelExpressions: []string{fitExpression(shape, sticky)},
 		}
 		annotations[stickyAnnotation] = strings.Join(sticky, ",")
+	}
+	if reschedule != "" {
+		annotations[rescheduleAnnotation] = reschedule
 	}
 	return &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{
@@ -153,17 +157,23 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 		}
 	}
 	switch p {
-	case fleetv1alpha1.PrioritizerBalance:
-		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Balance", 1), builtIn("Steady", 1)}}
-	case fleetv1alpha1.PrioritizerSteady:
-		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Steady", 1)}}
-	default:
+	case fleetv1alpha1.PrioritizerFreeCapacity:
 		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
 			Configurations: []clusterv1beta1.PrioritizerConfig{
 				addOn(capacity.ScoreCPUFree), addOn(capacity.ScoreMemoryFree), builtIn("Steady", weightSteady),
 			}}
+	case fleetv1alpha1.PrioritizerSteady:
+		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
+			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Steady", 1)}}
+	default:
+		// No AddOnPlacementScore in the ranking: OCM schedules a Placement
+		// again on every write of a score its prioritizers use, and the
+		// agents write theirs whenever capacity moves and every 90 s to
+		// renew it. The fit predicate reads the scores without that; the
+		// hub asks for a new schedule when they let the VM in where it
+		// was not (rescheduleToken).
+		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
+			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Balance", 1), builtIn("Steady", weightSteady)}}
 	}
 }
 
@@ -171,13 +181,16 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 // or the sticky list changed. got is the Placement as read (nil: none;
 // after an update it holds the API server's copy). It returns the
 // Placement as the API server holds it and whether it was written.
-func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sets, sticky []string) (*clusterv1beta1.Placement, bool, error) {
-	want := r.desiredPlacement(fvm, sets, sticky)
+func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sets, sticky []string, reschedule string) (*clusterv1beta1.Placement, bool, error) {
+	want := r.desiredPlacement(fvm, sets, sticky, reschedule)
 	switch out, err := write.Ensure(ctx, r.Client, want, got); {
 	case err != nil:
 		return nil, false, fmt.Errorf("write Placement %s: %w", klog.KObj(want), err)
 	case out == write.Created:
-		r.Recorder.Eventf(fvm, "Normal", "PlacementCreated", "Created Placement %s", klog.KObj(want))
+		if meta.IsStatusConditionTrue(fvm.Status.Conditions, fleetv1alpha1.ConditionPlaced) {
+			// It was there: someone deleted it.
+			r.Recorder.Eventf(fvm, "Warning", "PlacementRecreated", "Recreated Placement %s, which was deleted", klog.KObj(want))
+		}
 		return want, true, nil
 	case out == write.Updated:
 		return got, true, nil

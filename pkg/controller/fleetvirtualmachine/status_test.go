@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -286,5 +287,67 @@ func TestPlacedSaysWhyClustersAreLeftOut(t *testing.T) {
 				t.Errorf("status.placement.excluded (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRescheduleToken: a waiting FleetVirtualMachine whose inputs say some
+// clusters qualify gets one token per set of them, whatever their order;
+// otherwise the Placement keeps the token it has, so nothing is written.
+func TestRescheduleToken(t *testing.T) {
+	current := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{rescheduleAnnotation: "old"}}}
+	ab := rescheduleToken(current, true, []string{"a", "b"})
+	if ab == "old" || ab == "" || ab != rescheduleToken(nil, true, []string{"b", "a"}) {
+		t.Errorf("token for {a, b} = %q, want a new one, the same in any order", ab)
+	}
+	if abc := rescheduleToken(current, true, []string{"a", "b", "c"}); abc == ab {
+		t.Errorf("{a, b, c} has the token of {a, b}")
+	}
+	for name, got := range map[string]string{
+		"not waiting":    rescheduleToken(current, false, []string{"a"}),
+		"none qualifies": rescheduleToken(current, true, nil),
+	} {
+		if got != "old" {
+			t.Errorf("%s: token %q, want the Placement's own %q", name, got, "old")
+		}
+	}
+	if got := rescheduleToken(nil, false, nil); got != "" {
+		t.Errorf("no Placement: token %q, want none", got)
+	}
+}
+
+// TestTransitionEvents: a rollout without trouble gives one event (Ready);
+// trouble and the recovery from it give one each.
+func TestTransitionEvents(t *testing.T) {
+	c := func(status metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Status: status, Reason: reason}
+	}
+	cases := []struct {
+		name      string
+		condition string
+		old, cur  *metav1.Condition
+		want      string // "" for no event
+	}{
+		{"placed first time", "Placed", nil, c("Unknown", "PlacementPending"), ""},
+		{"placed", "Placed", c("Unknown", "PlacementPending"), c("True", "ClustersDecided"), ""},
+		{"no cluster", "Placed", c("Unknown", "PlacementPending"), c("False", "NoClusters"), "Warning"},
+		{"another reason", "Placed", c("False", "NoClusters"), c("False", "NotEnoughClusters"), "Warning"},
+		{"placed after all", "Placed", c("False", "NotEnoughClusters"), c("True", "ClustersDecided"), "Normal"},
+		{"delivered", "Delivered", c("Unknown", "Reconciling"), c("True", "ApplicationSetReady"), ""},
+		{"waiting for Argo CD", "Delivered", c("Unknown", "Reconciling"), c("False", "ApplicationsMissing"), ""},
+		{"delivered after waiting", "Delivered", c("False", "ApplicationsMissing"), c("True", "ApplicationSetReady"), ""},
+		{"Applications lost", "Delivered", c("True", "ApplicationSetReady"), c("False", "ApplicationsMissing"), "Warning"},
+		{"Applications back", "Delivered", c("False", "ApplicationsMissing"), c("True", "ApplicationSetReady"), ""},
+		{"delivery failed", "Delivered", c("True", "ApplicationSetReady"), c("False", "SyncFailed"), "Warning"},
+		{"rolling out", "Ready", nil, c("False", "NotEnoughReady"), ""},
+		{"still rolling out", "Ready", c("False", "NotEnoughReady"), c("False", "SomeNotReady"), ""},
+		{"ready", "Ready", c("False", "SomeNotReady"), c("True", "AllReady"), "Normal"},
+		{"lost readiness", "Ready", c("True", "AllReady"), c("False", "SomeNotReady"), "Warning"},
+		{"unchanged", "Ready", c("True", "AllReady"), c("True", "AllReady"), ""},
+	}
+	for _, tc := range cases {
+		kind, ok := transitionEvent(tc.condition, tc.old, tc.cur)
+		if (tc.want != "") != ok || kind != tc.want {
+			t.Errorf("%s: event %q (%v), want %q", tc.name, kind, ok, tc.want)
+		}
 	}
 }
