@@ -111,9 +111,12 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	if len(cel) != 1 || !strings.Contains(cel[0], big.Name()) {
 		t.Errorf("fit predicate = %q, want one naming %s", cel, big.Name())
 	}
+	// The reconcile that writes Placed goes on to write the ApplicationSet.
 	var appSet argov1alpha1.ApplicationSet
-	if err := fleet.Hub.Client.Get(t.Context(), appSetKey(bigVM), &appSet); err != nil {
-		t.Fatal(err)
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		return client.IgnoreNotFound(fleet.Hub.Client.Get(t.Context(), appSetKey(bigVM), &appSet)) == nil && appSet.Name != "", nil
+	}); err != nil {
+		t.Fatalf("ApplicationSet of %s: %v", bigVM.Name, err)
 	}
 	for _, obj := range []client.Object{&clusterv1beta1.Placement{}, gitOpsCluster()} {
 		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: "fleetvm-default"}, obj); err != nil {
