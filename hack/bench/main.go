@@ -183,7 +183,7 @@ var seriesColumns = []struct{ head, row string }{
 	{"writes/FVM", "creation: hub writes per FleetVM (API server count, without events)"},
 	{"events/FVM", "creation: hub writes per FleetVM: events"},
 	{"409/FVM", "creation: hub status writes refused 409 Conflict per FleetVM (stale cache)"},
-	{"rest runs/Placement", "runs per FleetVM Placement"},
+	{"rest runs/Placement", "OCM scheduler runs per FleetVM Placement"},
 	{"rest busy %", "OCM scheduler busy share"},
 	{"peak RSS MiB", "memory after at rest: hub peak RSS (VmHWM)"},
 }
