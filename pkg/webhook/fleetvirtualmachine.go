@@ -43,6 +43,12 @@ type FleetVirtualMachineValidator struct {
 	// indexed by vmclaim.IndexVM, vmclaim.SetupIndex), and reads
 	// ManagedClusterSetBindings and AppProjects.
 	Reader client.Reader
+	// LiveReader, if set, reads a binding or AppProject from the API
+	// server when Reader (a cache) would refuse the object for it: one
+	// kubectl apply that creates the binding and then the
+	// FleetVirtualMachine may reach the webhook before the cache sees
+	// the binding.
+	LiveReader client.Reader
 	// ArgoNamespace is Argo CD's namespace, where AppProjects are.
 	ArgoNamespace string
 	// ImageNamespace is where FleetDiskImages are imported on the
@@ -111,7 +117,13 @@ func (v *FleetVirtualMachineValidator) checkProject(ctx context.Context, old, fv
 	}
 	path := field.NewPath("spec", "delivery", "project")
 	p := &argov1alpha1.AppProject{}
-	err := v.Reader.Get(ctx, types.NamespacedName{Namespace: v.ArgoNamespace, Name: name}, p)
+	key := types.NamespacedName{Namespace: v.ArgoNamespace, Name: name}
+	err := v.Reader.Get(ctx, key, p)
+	if v.LiveReader != nil && (apierrors.IsNotFound(err) || err == nil && !tenancy.ServesNamespace(p, fvm.Namespace)) {
+		// The cache may lag a project created or changed just before.
+		p = &argov1alpha1.AppProject{}
+		err = v.LiveReader.Get(ctx, key, p)
+	}
 	var msg string
 	switch {
 	case apierrors.IsNotFound(err):
@@ -147,7 +159,12 @@ func (v *FleetVirtualMachineValidator) checkClusterSets(ctx context.Context, old
 		if slices.Contains(had, set) {
 			continue
 		}
-		err := v.Reader.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: set}, &clusterv1beta2.ManagedClusterSetBinding{})
+		key := types.NamespacedName{Namespace: fvm.Namespace, Name: set}
+		err := v.Reader.Get(ctx, key, &clusterv1beta2.ManagedClusterSetBinding{})
+		if apierrors.IsNotFound(err) && v.LiveReader != nil {
+			// The cache may lag a binding created just before.
+			err = v.LiveReader.Get(ctx, key, &clusterv1beta2.ManagedClusterSetBinding{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			p, which := field.NewPath("spec", "placement", "clusterSets").Index(i), ""

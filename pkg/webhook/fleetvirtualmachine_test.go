@@ -164,3 +164,43 @@ func TestValidateCreate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateCreateCacheLag: a binding or AppProject the cache does not
+// hold yet (created by the same kubectl apply, just before) is read from
+// the API server before the FleetVirtualMachine is refused; one that is
+// nowhere is still refused.
+func TestValidateCreateCacheLag(t *testing.T) {
+	scheme := testScheme(t)
+	empty := fake.NewClientBuilder().WithScheme(scheme).
+		WithIndex(&fleetv1alpha1.FleetVirtualMachine{}, vmclaim.IndexVM, func(client.Object) []string { return nil }).Build()
+	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "default"}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "default"}},
+		&argov1alpha1.AppProject{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "shared"}, Spec: argov1alpha1.AppProjectSpec{SourceNamespaces: []string{"team-a"}}},
+	).Build()
+	withProject := func(project string) *fleetv1alpha1.FleetVirtualMachine {
+		f := inlineFVM("vm", "", "")
+		f.Spec.Delivery.Project = project
+		return f
+	}
+	cases := map[string]struct {
+		live client.Reader
+		fvm  *fleetv1alpha1.FleetVirtualMachine
+		want string
+	}{
+		"binding and project only live":   {live: live, fvm: withProject("shared")},
+		"no live reader: the cache rules": {fvm: withProject(""), want: `cluster set "default" (none listed means the default set) is not bound to namespace team-a`},
+		"project nowhere":                 {live: live, fvm: withProject("other"), want: "AppProject other does not exist in argocd"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := &FleetVirtualMachineValidator{Reader: empty, LiveReader: tc.live, ArgoNamespace: "argocd", ImageNamespace: testImageNamespace}
+			_, err := v.ValidateCreate(context.Background(), tc.fvm)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,10 @@ type Options struct {
 	// ArgoNamespace is Argo CD's namespace, where AppProjects are
 	// ("argocd" when empty).
 	ArgoNamespace string
+	// LiveReader reads from the API server what the cache does not hold
+	// before a FleetVirtualMachine is refused for it (SetupWithManager
+	// uses the manager's API reader; nil trusts the cache).
+	LiveReader client.Reader
 }
 
 func (o Options) argoNamespace() string {
@@ -35,7 +39,11 @@ func (o Options) imageNamespace() string {
 
 // SetupWithManager registers every FleetVM webhook with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).SetupWithManager(mgr); err != nil {
+	if opts.LiveReader == nil {
+		opts.LiveReader = mgr.GetAPIReader()
+	}
+	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), LiveReader: opts.LiveReader,
+		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
@@ -46,7 +54,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // index FleetVirtualMachines by vmclaim.IndexVM (a cache set up with
 // vmclaim.SetupIndex).
 func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
-	(&FleetVirtualMachineValidator{Reader: reader, ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).Register(server, scheme)
+	(&FleetVirtualMachineValidator{Reader: reader, LiveReader: opts.LiveReader,
+		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).Register(server, scheme)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

@@ -70,7 +70,7 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 	if err != nil {
 		return err
 	}
-	fleetwebhook.Register(server, f.Scheme, reader, fleetwebhook.Options{})
+	fleetwebhook.Register(server, f.Scheme, reader, fleetwebhook.Options{LiveReader: f.Hub.Client})
 	fleetwebhook.RegisterDiskImageGuard(server, f.Scheme, f.Hub.Client, fleetwebhook.Options{})
 	go func() { _ = server.Start(ctx) }()
 

@@ -198,7 +198,12 @@ func TestInstalledCertificateRotation(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	fleetwebhook.Register(server, f.Scheme, claims, fleetwebhook.Options{})
+	live, err := client.New(serviceAccount(t, r), client.Options{Scheme: f.Scheme})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	fleetwebhook.Register(server, f.Scheme, claims, fleetwebhook.Options{LiveReader: live})
 	serverDone, rotDone := make(chan error, 1), make(chan error, 1)
 	go func() { serverDone <- server.Start(runCtx) }()
 	go func() { rotDone <- rot.Start(runCtx) }()
