@@ -539,7 +539,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&clusterv1beta1.Placement{}, byLabels, inArgo).
 		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
-		Watches(&argov1alpha1.Application{}, byLabels, inArgo).
+		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, reports).
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
@@ -603,6 +603,37 @@ func (r *Reconciler) fleetVMsOfProject(ctx context.Context, obj client.Object) [
 func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.fleetVMsMatching(ctx, "using a disk image", obj, client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{fleetdiskimage.IndexDiskImage: client.ObjectKeyFromObject(obj).String()})
+}
+
+// applicationChanged drops the Application updates that only renew
+// status.reconciledAt: Argo CD writes it on every periodic reconciliation
+// (every 3 minutes by default), which would reconcile every
+// FleetVirtualMachine about once a minute with nothing to do.
+func applicationChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*argov1alpha1.Application)
+			n, ok2 := e.ObjectNew.(*argov1alpha1.Application)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !sameButReconciledAt(o, n)
+		},
+	}
+}
+
+// sameButReconciledAt says whether two copies of an Application differ in
+// nothing the hub reads: only in their resource version, managed fields
+// or the time Argo CD last reconciled them.
+func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
+	ma, mb := a.ObjectMeta, b.ObjectMeta
+	ma.ResourceVersion, mb.ResourceVersion = "", ""
+	ma.ManagedFields, mb.ManagedFields = nil, nil
+	sa, sb := a.Status, b.Status
+	sa.ReconciledAt, sb.ReconciledAt = nil, nil
+	sa.ObservedAt, sb.ObservedAt = nil, nil
+	return equality.Semantic.DeepEqual(ma, mb) && equality.Semantic.DeepEqual(a.Spec, b.Spec) &&
+		equality.Semantic.DeepEqual(a.Operation, b.Operation) && equality.Semantic.DeepEqual(sa, sb)
 }
 
 // clusterChanged passes ManagedCluster updates that change what the status
