@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,6 +79,8 @@ func run() int {
 	flag.StringVar(&out, "out", "_output/bench", "Folder for the JSON report and the hub's log.")
 	series := flag.Bool("series", os.Getenv("BENCH_SERIES") == "1", "Run the scaling series instead (BENCH_SERIES=1).")
 	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
+	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst and the at-rest scenario after it.")
+	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	for _, f := range strings.Split(statusK, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(f))
@@ -111,6 +114,17 @@ func run() int {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "--cpuprofile:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *series {
@@ -180,6 +194,7 @@ var seriesColumns = []struct{ head, row string }{
 	{"p99 s", "burst: per FleetVM p99"},
 	{"sched runs/FVM", "burst: OCM scheduler runs per FleetVM"},
 	{"sched ms/run", "burst: OCM scheduler time per run"},
+	{"runs/FVM to idle", "creation: OCM scheduler runs per FleetVM, until it idles"},
 	{"writes/FVM", "creation: hub writes per FleetVM (API server count, without events)"},
 	{"events/FVM", "creation: hub writes per FleetVM: events"},
 	{"409/FVM", "creation: hub status writes refused 409 Conflict per FleetVM (stale cache)"},

@@ -194,6 +194,16 @@ func (h *harness) burst(ctx context.Context) error {
 	if schedDelta.Runs > 0 {
 		r.add("burst: OCM scheduler time per run", round(float64(schedDelta.Busy.Milliseconds())/schedDelta.Runs, 1), "ms")
 	}
+	// The runs the scheduler still makes after the last FleetVM
+	// converged, until it idles: OCM schedules a Placement again after
+	// writing its decision and status, and that run queues behind every
+	// first run of the burst.
+	if schedIdle, err := readSchedulerStats(); err == nil {
+		tail := schedIdle.sub(sched)
+		r.add("creation: OCM scheduler runs after convergence", tail.Runs, "runs")
+		r.addDuration("creation: OCM scheduler busy after convergence, summed", tail.Busy)
+		r.add("creation: OCM scheduler runs per FleetVM, until it idles", round(schedIdle.sub(schedBefore).Runs/float64(m), 2), "runs/FleetVM")
+	}
 	rate := float64(m) / total.Seconds()
 	r.add("burst: convergence rate", round(rate, 2), "FleetVMs/s")
 	if h.rawRate > 0 {
@@ -212,7 +222,7 @@ func (h *harness) burst(ctx context.Context) error {
 	}
 	r.add("creation: hub reads from the API server per FleetVM (not from its cache)", round(delta.Reads/float64(m), 2), "requests/FleetVM")
 	if !quiet {
-		r.add("creation: hub still writing 3 min after convergence", 1, "flag")
+		r.add("creation: hub or OCM scheduler still busy 10 min after convergence", 1, "flag")
 	}
 	r.addDuration("burst: hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.addReconcileRows("burst", recBefore, recAfter)
@@ -231,11 +241,14 @@ func countSet(ts []time.Time) int {
 	return n
 }
 
-// waitHubQuiet waits until the hub has written nothing for the quiet
-// window (at most 3 minutes) and returns its counts then.
+// waitHubQuiet waits until neither the hub has written nor the OCM
+// scheduler has run for the quiet window (at most 10 minutes: the
+// scheduler's one worker may still hold a run per Placement when the
+// last FleetVM converges) and returns the hub's counts then.
 func (h *harness) waitHubQuiet(ctx context.Context) (hubCounts, bool) {
-	window, bound := h.cfg.Quiet, 3*time.Minute
+	window, bound := h.cfg.Quiet, 10*time.Minute
 	last, err := readHubCounts(ctx, h.kube)
+	lastSched, _ := readSchedulerStats()
 	changed := time.Now()
 	deadline := changed.Add(bound)
 	for err == nil && time.Now().Before(deadline) {
@@ -248,10 +261,11 @@ func (h *harness) waitHubQuiet(ctx context.Context) (hubCounts, bool) {
 		if e != nil {
 			return last, false
 		}
-		if cur.totalWrites() != last.totalWrites() {
+		sched, _ := readSchedulerStats()
+		if cur.totalWrites() != last.totalWrites() || sched.Runs != lastSched.Runs {
 			changed = time.Now()
 		}
-		last = cur
+		last, lastSched = cur, sched
 		if time.Since(changed) >= window {
 			return last, true
 		}
