@@ -200,6 +200,7 @@ var seriesColumns = []struct{ head, row string }{
 	{"409/FVM", "creation: hub status writes refused 409 Conflict per FleetVM (stale cache)"},
 	{"rest runs/Placement", "OCM scheduler runs per FleetVM Placement"},
 	{"rest busy %", "OCM scheduler busy share"},
+	{"rest reconciles", "hub FleetVM reconciles"},
 	{"peak RSS MiB", "memory after at rest: hub peak RSS (VmHWM)"},
 }
 

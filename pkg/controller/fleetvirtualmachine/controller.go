@@ -623,11 +623,14 @@ func applicationChanged() predicate.Predicate {
 }
 
 // sameButReconciledAt says whether two copies of an Application differ in
-// nothing the hub reads: only in their resource version, managed fields
-// or the time Argo CD last reconciled them.
+// nothing the hub reads: only in their resource version, generation,
+// managed fields or the time Argo CD last reconciled them. The
+// Application CRD has no status subresource, so a status write bumps the
+// generation too; a spec change shows in the spec.
 func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
 	ma, mb := a.ObjectMeta, b.ObjectMeta
 	ma.ResourceVersion, mb.ResourceVersion = "", ""
+	ma.Generation, mb.Generation = 0, 0
 	ma.ManagedFields, mb.ManagedFields = nil, nil
 	sa, sb := a.Status, b.Status
 	sa.ReconciledAt, sb.ReconciledAt = nil, nil

@@ -16,7 +16,7 @@ func TestApplicationChanged(t *testing.T) {
 	then := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(then.Add(3 * time.Minute))
 	old := &argov1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", ResourceVersion: "1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", ResourceVersion: "1", Generation: 4},
 		Status: argov1alpha1.ApplicationStatus{
 			ReconciledAt: &then,
 			Health:       argov1alpha1.AppHealthStatus{Status: health.HealthStatusHealthy},
@@ -49,7 +49,9 @@ func TestApplicationChanged(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			n := old.DeepCopy()
-			n.ResourceVersion = "2"
+			// As the API server writes it: the Application CRD has no
+			// status subresource, so every write bumps the generation.
+			n.ResourceVersion, n.Generation = "2", old.Generation+1
 			c.change(n)
 			if got := applicationChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
 				t.Errorf("applicationChanged = %v, want %v", got, c.want)
