@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	ocmoptions "open-cluster-management.io/ocm/pkg/common/options"
 	placementcontrollers "open-cluster-management.io/ocm/pkg/placement/controllers"
 )
 
@@ -210,9 +211,11 @@ func (f *Fleet) startScheduler() {
 	go func() {
 		defer f.background.Done()
 		defer close(done)
-		_ = placementcontrollers.RunControllerManager(ctx, &controllercmd.ControllerContext{
-			KubeConfig: rest.CopyConfig(f.Hub.Config),
-		})
+		// The client limits OCM's placement command sets (its flags'
+		// defaults), not this package's more generous ones.
+		cfg, ocm := rest.CopyConfig(f.Hub.Config), ocmoptions.NewOptions()
+		cfg.QPS, cfg.Burst = ocm.QPS, ocm.Burst
+		_ = placementcontrollers.RunControllerManager(ctx, &controllercmd.ControllerContext{KubeConfig: cfg})
 	}()
 	f.stopScheduler = func() { cancel(); <-done }
 }

@@ -27,7 +27,7 @@ var definitions = []string{
 	"converged (burst): the FleetVM status has observedGeneration = generation, Placed, Delivered and Ready True, and summary.ready = desired: " +
 		"the real OCM scheduler decided, the hub created the Placement and ApplicationSet, sees an Argo CD Application for every decided cluster " +
 		"and a Running, ready VM report from each. This is stricter than 'ApplicationSet exists'.",
-	"the OCM placement scheduler is the real one (open-cluster-management.io/ocm, in the harness process, one worker as OCM runs it); " +
+	"the OCM placement scheduler is the real one (open-cluster-management.io/ocm, in the harness process, one worker and the client limits of its command, 50 QPS and burst 100, as OCM runs it); " +
 		"its runs and busy time come from its own metrics.",
 	"Applications are created by the harness's Argo CD stand-in from the ApplicationSet template when the ApplicationSet changes (not on " +
 		"PlacementDecision changes, as Argo CD), already Synced/Healthy; their reconciledAt is refreshed every 3 minutes as Argo CD does. " +
