@@ -75,7 +75,7 @@ func run() int {
 	flag.IntVar(&cfg.StatusSamples, "status-samples", 20, "Flips timed at least per K.")
 	flag.IntVar(&cfg.DecisionRounds, "decision-rounds", 1, "Decision change: 1 (cluster with the fewest FleetVMs) or 2 (also the one with the most).")
 	flag.DurationVar(&cfg.ArgoRefresh, "argo-refresh", 3*time.Minute, "Period of the Argo CD stand-in's Application refresh (negative: none).")
-	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "Bound of each wait for convergence.")
+	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "Bound of each wait for convergence (the series: 1 hour unless set).")
 	flag.StringVar(&out, "out", "_output/bench", "Folder for the JSON report and the hub's log.")
 	series := flag.Bool("series", os.Getenv("BENCH_SERIES") == "1", "Run the scaling series instead (BENCH_SERIES=1).")
 	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
@@ -129,6 +129,12 @@ func run() int {
 	defer stop()
 	if *series {
 		cfg.BurstOnly, cfg.Rest = true, *seriesRest
+		timeoutSet := false
+		flag.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+		if !timeoutSet {
+			// 5,000 FleetVMs take longer than the default bound.
+			cfg.Timeout = time.Hour
+		}
 		return runSeries(ctx, cfg, seriesPoints(scaled), filepath.Join(out, stamp+"-series.json"))
 	}
 	fmt.Fprintf(os.Stderr, "fleet benchmark: %d clusters, %d FleetVMs × %d clusters, load average %s\n",
