@@ -610,14 +610,21 @@ func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) 
 // (every 3 minutes by default), which would reconcile every
 // FleetVirtualMachine about once a minute with nothing to do.
 func applicationChanged() predicate.Predicate {
+	return updateChanged(func(o, n *argov1alpha1.Application) bool { return !sameButReconciledAt(o, n) })
+}
+
+// updateChanged passes every create, delete and generic event, and an
+// update when changed says the two copies differ in what the hub reads
+// (or when either is not a T).
+func updateChanged[T client.Object](changed func(before, after T) bool) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*argov1alpha1.Application)
-			n, ok2 := e.ObjectNew.(*argov1alpha1.Application)
+			o, ok1 := e.ObjectOld.(T)
+			n, ok2 := e.ObjectNew.(T)
 			if !ok1 || !ok2 {
 				return true
 			}
-			return !sameButReconciledAt(o, n)
+			return changed(o, n)
 		},
 	}
 }
@@ -642,16 +649,9 @@ func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
 // clusterChanged passes ManagedCluster updates that change what the status
 // shows: availability or labels.
 func clusterChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*clusterv1.ManagedCluster)
-			n, ok2 := e.ObjectNew.(*clusterv1.ManagedCluster)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
-		},
-	}
+	return updateChanged(func(o, n *clusterv1.ManagedCluster) bool {
+		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	})
 }
 
 func availability(mc *clusterv1.ManagedCluster) metav1.ConditionStatus {

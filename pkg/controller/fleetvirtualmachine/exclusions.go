@@ -14,7 +14,6 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -135,14 +134,7 @@ func (r *Reconciler) fleetVMsWaitingForClusters(ctx context.Context, obj client.
 // scoresChanged passes a capacity score whose values changed, not one
 // whose validity was only renewed.
 func scoresChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*clusterv1alpha1.AddOnPlacementScore)
-			n, ok2 := e.ObjectNew.(*clusterv1alpha1.AddOnPlacementScore)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return !equality.Semantic.DeepEqual(o.Status.Scores, n.Status.Scores)
-		},
-	}
+	return updateChanged(func(o, n *clusterv1alpha1.AddOnPlacementScore) bool {
+		return !equality.Semantic.DeepEqual(o.Status.Scores, n.Status.Scores)
+	})
 }

@@ -7,6 +7,8 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
@@ -55,6 +57,78 @@ func TestApplicationChanged(t *testing.T) {
 			c.change(n)
 			if got := applicationChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
 				t.Errorf("applicationChanged = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestClusterChanged: a ManagedCluster's lease and status renewals do not
+// reconcile the FleetVirtualMachines of its sets; its availability and
+// labels do.
+func TestClusterChanged(t *testing.T) {
+	available := func(s metav1.ConditionStatus, at time.Time) []metav1.Condition {
+		return []metav1.Condition{{Type: clusterv1.ManagedClusterConditionAvailable, Status: s, LastTransitionTime: metav1.NewTime(at)}}
+	}
+	then := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	old := &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-a", ResourceVersion: "1", Labels: map[string]string{"env": "prod"}},
+		Status:     clusterv1.ManagedClusterStatus{Conditions: available(metav1.ConditionTrue, then)},
+	}
+	cases := map[string]struct {
+		change func(*clusterv1.ManagedCluster)
+		want   bool
+	}{
+		"condition time renewed": {change: func(c *clusterv1.ManagedCluster) {
+			c.Status.Conditions = available(metav1.ConditionTrue, then.Add(time.Minute))
+		}, want: false},
+		"version reported": {change: func(c *clusterv1.ManagedCluster) { c.Status.Version.Kubernetes = "v1.33.1" }, want: false},
+		"unreachable":      {change: func(c *clusterv1.ManagedCluster) { c.Status.Conditions = available(metav1.ConditionUnknown, then) }, want: true},
+		"condition gone":   {change: func(c *clusterv1.ManagedCluster) { c.Status.Conditions = nil }, want: true},
+		"relabelled":       {change: func(c *clusterv1.ManagedCluster) { c.Labels["env"] = "staging" }, want: true},
+		"label added":      {change: func(c *clusterv1.ManagedCluster) { c.Labels["region"] = "eu" }, want: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			n := old.DeepCopy()
+			n.ResourceVersion = "2"
+			c.change(n)
+			if got := clusterChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
+				t.Errorf("clusterChanged = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestScoresChanged: an agent renewing its score's validity does not
+// reconcile the FleetVirtualMachines waiting for clusters; a new value
+// does.
+func TestScoresChanged(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(then.Add(90 * time.Second))
+	old := &clusterv1alpha1.AddOnPlacementScore{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleetvm-capacity", Namespace: "prod-a", ResourceVersion: "1"},
+		Status: clusterv1alpha1.AddOnPlacementScoreStatus{
+			ValidUntil: &then,
+			Scores:     []clusterv1alpha1.AddOnPlacementScoreItem{{Name: "cpu-free", Value: 40}, {Name: "fit-2000m-4096mi", Value: 3}},
+		},
+	}
+	cases := map[string]struct {
+		change func(*clusterv1alpha1.AddOnPlacementScore)
+		want   bool
+	}{
+		"validity renewed": {change: func(s *clusterv1alpha1.AddOnPlacementScore) { s.Status.ValidUntil = &later }, want: false},
+		"fit dropped":      {change: func(s *clusterv1alpha1.AddOnPlacementScore) { s.Status.Scores[1].Value = 0 }, want: true},
+		"shape added": {change: func(s *clusterv1alpha1.AddOnPlacementScore) {
+			s.Status.Scores = append(s.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: "fit-4000m-8192mi", Value: 1})
+		}, want: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			n := old.DeepCopy()
+			n.ResourceVersion = "2"
+			c.change(n)
+			if got := scoresChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
+				t.Errorf("scoresChanged = %v, want %v", got, c.want)
 			}
 		})
 	}
