@@ -44,6 +44,8 @@ type Settings struct {
 	RestSeconds       float64  `json:"restSeconds"`
 	StatusK           []int    `json:"statusK"`
 	ArgoRefresh       string   `json:"argoRefresh"`
+	// HubBuild is the hub binary's Go version and cgo setting.
+	HubBuild string `json:"hubBuild"`
 }
 
 func (r *Report) add(scenario string, value float64, unit string) {

@@ -280,7 +280,7 @@ func (h *harness) startHub(ctx context.Context) error {
 	}
 	h.hub = hub
 	h.report.Settings.HubArgs = hubArgsForReport(hub.args)
-	h.logf("fleetvm-hub (pid %d) ready in %s: %v", hub.pid(), time.Since(start).Truncate(time.Millisecond), h.report.Settings.HubArgs)
+	h.logf("fleetvm-hub (pid %d, %s) ready in %s: %v", hub.pid(), h.report.Settings.HubBuild, time.Since(start).Truncate(time.Millisecond), h.report.Settings.HubArgs)
 	return nil
 }
 
