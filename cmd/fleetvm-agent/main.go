@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/agent/capacity"
+	"github.com/fleetvm/fleetvm/pkg/memlimit"
 )
 
 func main() {
@@ -53,6 +54,7 @@ func run(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	memlimit.Setup(ctrl.Log.WithName("setup"))
 
 	if opts.ClusterName == "" {
 		return fmt.Errorf("--cluster-name is required")

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/pkg/memlimit"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
@@ -80,6 +81,7 @@ func main() {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	memlimit.Setup(log)
 
 	// Everything after flags and logger fails one way: logged once, exit 1.
 	run := func() error {
