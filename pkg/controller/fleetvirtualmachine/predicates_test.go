@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // TestApplicationChanged: Argo CD's periodic renewal of reconciledAt does
@@ -25,10 +27,7 @@ func TestApplicationChanged(t *testing.T) {
 			Sync:         argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced},
 		},
 	}
-	cases := map[string]struct {
-		change func(*argov1alpha1.Application)
-		want   bool
-	}{
+	cases := map[string]updateCase[*argov1alpha1.Application]{
 		"reconciledAt renewed": {change: func(a *argov1alpha1.Application) { a.Status.ReconciledAt = &later }, want: false},
 		"reconciledAt dropped": {change: func(a *argov1alpha1.Application) { a.Status.ReconciledAt = nil }, want: false},
 		"health degraded":      {change: func(a *argov1alpha1.Application) { a.Status.Health.Status = health.HealthStatusDegraded }, want: true},
@@ -48,15 +47,33 @@ func TestApplicationChanged(t *testing.T) {
 			a.Labels = map[string]string{"x": "y"}
 		}, want: true},
 	}
+	// As the API server writes it: the Application CRD has no status
+	// subresource, so every write bumps the generation.
+	checkUpdates(t, applicationChanged(), old, func(n *argov1alpha1.Application) { n.Generation = old.Generation + 1 }, cases)
+}
+
+// updateCase is one change to an object, and whether the predicate passes
+// the update.
+type updateCase[T client.Object] struct {
+	change func(T)
+	want   bool
+}
+
+// checkUpdates runs each case through the predicate's Update: a copy of
+// old with a new resourceVersion, written as prepare says the API server
+// writes it (nil: nothing more), then changed.
+func checkUpdates[T client.Object](t *testing.T, p predicate.Predicate, old T, prepare func(T), cases map[string]updateCase[T]) {
+	t.Helper()
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			n := old.DeepCopy()
-			// As the API server writes it: the Application CRD has no
-			// status subresource, so every write bumps the generation.
-			n.ResourceVersion, n.Generation = "2", old.Generation+1
+			n := old.DeepCopyObject().(T)
+			n.SetResourceVersion(old.GetResourceVersion() + "0")
+			if prepare != nil {
+				prepare(n)
+			}
 			c.change(n)
-			if got := applicationChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
-				t.Errorf("applicationChanged = %v, want %v", got, c.want)
+			if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
+				t.Errorf("Update passes = %v, want %v", got, c.want)
 			}
 		})
 	}
@@ -74,10 +91,7 @@ func TestClusterChanged(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "prod-a", ResourceVersion: "1", Labels: map[string]string{"env": "prod"}},
 		Status:     clusterv1.ManagedClusterStatus{Conditions: available(metav1.ConditionTrue, then)},
 	}
-	cases := map[string]struct {
-		change func(*clusterv1.ManagedCluster)
-		want   bool
-	}{
+	cases := map[string]updateCase[*clusterv1.ManagedCluster]{
 		"condition time renewed": {change: func(c *clusterv1.ManagedCluster) {
 			c.Status.Conditions = available(metav1.ConditionTrue, then.Add(time.Minute))
 		}, want: false},
@@ -87,16 +101,7 @@ func TestClusterChanged(t *testing.T) {
 		"relabelled":       {change: func(c *clusterv1.ManagedCluster) { c.Labels["env"] = "staging" }, want: true},
 		"label added":      {change: func(c *clusterv1.ManagedCluster) { c.Labels["region"] = "eu" }, want: true},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			n := old.DeepCopy()
-			n.ResourceVersion = "2"
-			c.change(n)
-			if got := clusterChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
-				t.Errorf("clusterChanged = %v, want %v", got, c.want)
-			}
-		})
-	}
+	checkUpdates(t, clusterChanged(), old, nil, cases)
 }
 
 // TestScoresChanged: an agent renewing its score's validity does not
@@ -112,24 +117,12 @@ func TestScoresChanged(t *testing.T) {
 			Scores:     []clusterv1alpha1.AddOnPlacementScoreItem{{Name: "cpu-free", Value: 40}, {Name: "fit-2000m-4096mi", Value: 3}},
 		},
 	}
-	cases := map[string]struct {
-		change func(*clusterv1alpha1.AddOnPlacementScore)
-		want   bool
-	}{
+	cases := map[string]updateCase[*clusterv1alpha1.AddOnPlacementScore]{
 		"validity renewed": {change: func(s *clusterv1alpha1.AddOnPlacementScore) { s.Status.ValidUntil = &later }, want: false},
 		"fit dropped":      {change: func(s *clusterv1alpha1.AddOnPlacementScore) { s.Status.Scores[1].Value = 0 }, want: true},
 		"shape added": {change: func(s *clusterv1alpha1.AddOnPlacementScore) {
 			s.Status.Scores = append(s.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: "fit-4000m-8192mi", Value: 1})
 		}, want: true},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			n := old.DeepCopy()
-			n.ResourceVersion = "2"
-			c.change(n)
-			if got := scoresChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
-				t.Errorf("scoresChanged = %v, want %v", got, c.want)
-			}
-		})
-	}
+	checkUpdates(t, scoresChanged(), old, nil, cases)
 }
