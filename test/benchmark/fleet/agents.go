@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -97,8 +98,9 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 		h.fleet.Scheme.AddKnownTypeWithName(nad, &metav1.PartialObjectMetadata{})
 		h.fleet.Scheme.AddKnownTypeWithName(nad.GroupVersion().WithKind(nad.Kind+"List"), &metav1.PartialObjectMetadataList{})
 	}
+	factor := nodeFactor(h.cfg)
 	for i, name := range h.clusterNames {
-		nodes, pods := spokeCapacity(i)
+		nodes, pods := spokeCapacity(i, factor)
 		objs := make([]client.Object, 0, len(nodes)+len(pods))
 		for _, n := range nodes {
 			objs = append(objs, n)
@@ -119,12 +121,13 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 	return a
 }
 
-// spokeCapacity makes the nodes and running pods of cluster i: 2-4 nodes of
-// 16 or 32 CPUs and 64 or 128 GiB, each with system pods and a random
-// share already in use, so clusters differ in free capacity as real ones do.
-func spokeCapacity(i int) ([]*corev1.Node, []*corev1.Pod) {
+// spokeCapacity makes the nodes and running pods of cluster i: 2-4 nodes
+// (times factor) of 16 or 32 CPUs and 64 or 128 GiB, each with system pods
+// and a random share already in use, so clusters differ in free capacity
+// as real ones do.
+func spokeCapacity(i, factor int) ([]*corev1.Node, []*corev1.Pod) {
 	rng := rand.New(rand.NewPCG(uint64(i), 42))
-	count := 2 + rng.IntN(3)
+	count := (2 + rng.IntN(3)) * factor
 	cpus, mem := int64(16), int64(64)
 	if rng.IntN(2) == 1 {
 		cpus, mem = 32, 128
@@ -149,6 +152,24 @@ func spokeCapacity(i int) ([]*corev1.Node, []*corev1.Pod) {
 			*resource.NewQuantity(int64(float64(mem<<30)*busy), resource.BinarySI)))
 	}
 	return nodes, pods
+}
+
+// nodeFactor multiplies every simulated cluster's nodes so that the burst
+// never fills the fleet: the benchmark measures scheduling and delivery,
+// and a FleetVM no cluster has room for rightly stays NotEnoughClusters and
+// never converges. With 2-4 nodes, the prod clusters ran out of room for
+// the 4-CPU shape at about 19 copies each (4,946 of 5,000 FleetVMs placed
+// on 1,000 clusters); a burst of more than 15 copies per prod cluster
+// gets twice the nodes, more than 30 three times, and so on.
+func nodeFactor(cfg Config) int {
+	prod := 0
+	for i := range cfg.Clusters {
+		if clusterLabels(i)["env"] == "prod" {
+			prod++
+		}
+	}
+	copies := float64(cfg.FleetVMs * cfg.ClustersPerVM)
+	return max(1, int(math.Ceil(copies/float64(max(prod, 1))/15)))
 }
 
 func runningPod(namespace, name, node string, cpu, memory resource.Quantity) *corev1.Pod {

@@ -67,6 +67,12 @@ type Config struct {
 	HubQPS     float64
 	HubBurst   int
 	HubWorkers int
+	// HubMemoryLimit is the container memory limit the hub runs under, in
+	// bytes (0: none). The harness cannot put the process in a container;
+	// it gives it the Go soft limit the hub would set itself there
+	// (GOMEMLIMIT, memlimit.Share of it). make bench uses the chart's
+	// 512 MiB.
+	HubMemoryLimit int64
 
 	// GracePeriod is fleetvm-hub's --removal-grace-period (default 30 s):
 	// a relabelled cluster's VMs move after it.
@@ -201,6 +207,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Clusters: cfg.Clusters, FleetVMs: cfg.FleetVMs, ClustersPerVM: cfg.ClustersPerVM,
 			ClientConcurrency: cfg.Concurrency, RestSeconds: cfg.Rest.Seconds(), StatusK: cfg.StatusK,
 			ArgoRefresh: cfg.ArgoRefresh.String(), HubBuild: hubBuild(cfg.HubBinary),
+			HubMemoryLimitMiB: cfg.HubMemoryLimit >> 20, NodeFactor: nodeFactor(cfg),
 		},
 		Definitions: definitions,
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetvm/fleetvm/pkg/memlimit"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -86,6 +88,12 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 	}
 	cmd := exec.Command(cfg.HubBinary, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo
+	cmd.Env = os.Environ()
+	if cfg.HubMemoryLimit > 0 {
+		// What the hub sets itself from its container's limit (pkg/memlimit).
+		soft := int64(float64(cfg.HubMemoryLimit) * memlimit.Share)
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+strconv.FormatInt(soft, 10))
+	}
 	// The kernel kills the hub if the benchmark dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -46,6 +46,11 @@ type Settings struct {
 	ArgoRefresh       string   `json:"argoRefresh"`
 	// HubBuild is the hub binary's Go version and cgo setting.
 	HubBuild string `json:"hubBuild"`
+	// HubMemoryLimitMiB is the container limit the hub ran as if under
+	// (0: none); it had GOMEMLIMIT set from it.
+	HubMemoryLimitMiB int64 `json:"hubMemoryLimitMiB"`
+	// NodeFactor multiplies the simulated clusters' 2-4 nodes.
+	NodeFactor int `json:"nodeFactor"`
 }
 
 func (r *Report) add(scenario string, value float64, unit string) {

@@ -23,7 +23,8 @@ import (
 // definitions are printed with the table and saved in the JSON.
 var definitions = []string{
 	"fleet: N ManagedClusters in one cluster set, labels env (80% prod, 10% staging, 10% dev) and region (4); each FleetVM asks for 3 " +
-		"clusters with env=prod, an inline VM of 1, 2 or 4 CPUs (three shapes, seeded before the burst so every agent already scores them).",
+		"clusters with env=prod, an inline VM of 1, 2 or 4 CPUs (three shapes, seeded before the burst so every agent already scores them). " +
+		"Each cluster has 2-4 simulated nodes, times the node factor (settings): 2 when the burst puts more than 15 copies on each prod cluster, 3 above 30, so the fleet never fills.",
 	"converged (burst): the FleetVM status has observedGeneration = generation, Placed, Delivered and Ready True, and summary.ready = desired: " +
 		"the real OCM scheduler decided, the hub created the Placement and ApplicationSet, sees an Argo CD Application for every decided cluster " +
 		"and a Running, ready VM report from each. This is stricter than 'ApplicationSet exists'.",
@@ -39,7 +40,8 @@ var definitions = []string{
 		"apiserver_request_total has no user or user-agent label). Events are counted apart.",
 	"physical limit: creates per second of a small custom resource (BenchItem) by the same number of client goroutines, on the same API " +
 		"server, in the same run, right before the burst.",
-	"memory: VmRSS and VmHWM (peak) of the fleetvm-hub process (/proc/<pid>/status) at the end of each scenario; CPU: its user+system time.",
+	"memory: VmRSS and VmHWM (peak) of the fleetvm-hub process (/proc/<pid>/status) at the end of each scenario; CPU: its user+system time. " +
+		"The hub runs with the Go soft memory limit it sets itself under the container limit in the settings (GOMEMLIMIT = 80 % of it; the chart's is 512 MiB).",
 }
 
 // physicalLimit measures raw creates per second of a small custom resource.
