@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +167,16 @@ type schedulerStats struct {
 	// scheduling and binding (writing decisions), summed.
 	Runs float64
 	Busy time.Duration
+	// Parts splits the time by where OCM's histograms say it went: each
+	// filter and prioritizer plugin ("filter Predicate"), the CEL
+	// evaluations inside the Predicate filter ("CEL evaluation", without
+	// building the CEL environment and converting each cluster), and
+	// writing the decisions ("bind").
+	Parts map[string]time.Duration
 }
+
+// CEL evaluation is part of the Predicate filter's time, not beside it.
+const celPart = "CEL evaluation"
 
 func readSchedulerStats() (schedulerStats, error) {
 	rec := httptest.NewRecorder()
@@ -175,15 +185,47 @@ func readSchedulerStats() (schedulerStats, error) {
 	if err != nil {
 		return schedulerStats{}, err
 	}
-	busy := ss.sum("scheduling_scheduling_duration_seconds_sum", nil) + ss.sum("scheduling_bind_duration_seconds_sum", nil)
+	seconds := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+	bind := ss.sum("scheduling_bind_duration_seconds_sum", nil)
+	parts := map[string]time.Duration{
+		"bind":  seconds(bind),
+		celPart: seconds(ss.sum("scheduling_cel_runtime_duration_seconds_sum", nil)),
+	}
+	for _, s := range ss {
+		if s.name == "scheduling_plugin_duration_seconds_sum" {
+			parts[s.labels["plugin_type"]+" "+s.labels["plugin_name"]] += seconds(s.value)
+		}
+	}
 	return schedulerStats{
-		Runs: ss.sum("scheduling_scheduling_duration_seconds_count", nil),
-		Busy: time.Duration(busy * float64(time.Second)),
+		Runs:  ss.sum("scheduling_scheduling_duration_seconds_count", nil),
+		Busy:  seconds(ss.sum("scheduling_scheduling_duration_seconds_sum", nil) + bind),
+		Parts: parts,
 	}, nil
 }
 
 func (s schedulerStats) sub(before schedulerStats) schedulerStats {
-	return schedulerStats{Runs: s.Runs - before.Runs, Busy: s.Busy - before.Busy}
+	parts := make(map[string]time.Duration, len(s.Parts))
+	for k, v := range s.Parts {
+		parts[k] = v - before.Parts[k]
+	}
+	return schedulerStats{Runs: s.Runs - before.Runs, Busy: s.Busy - before.Busy, Parts: parts}
+}
+
+// perRun reports the scheduler's time per run, and where it went.
+func (r *Report) schedulerPerRun(label string, d schedulerStats) {
+	if d.Runs <= 0 {
+		return
+	}
+	ms := func(t time.Duration) float64 { return round(float64(t.Microseconds())/1000/d.Runs, 1) }
+	r.add(label+": OCM scheduler time per run", ms(d.Busy), "ms")
+	names := make([]string, 0, len(d.Parts))
+	for k := range d.Parts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		r.add(label+": OCM scheduler time per run: "+k, ms(d.Parts[k]), "ms")
+	}
 }
 
 // procStats is what the kernel says of a process.

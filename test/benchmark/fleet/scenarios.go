@@ -29,7 +29,9 @@ var definitions = []string{
 		"the real OCM scheduler decided, the hub created the Placement and ApplicationSet, sees an Argo CD Application for every decided cluster " +
 		"and a Running, ready VM report from each. This is stricter than 'ApplicationSet exists'.",
 	"the OCM placement scheduler is the real one (open-cluster-management.io/ocm, in the harness process, one worker and the client limits of its command, 50 QPS and burst 100, as OCM runs it); " +
-		"its runs and busy time come from its own metrics.",
+		"its runs and busy time come from its own metrics, and so does the split of a run's time: each filter and prioritizer plugin, " +
+		"the CEL evaluations inside the Predicate filter (the rest of that filter is building the CEL environment, compiling and converting each cluster), " +
+		"and bind (writing the PlacementDecision and the Placement's status).",
 	"Applications are created by the harness's Argo CD stand-in from the ApplicationSet template when the ApplicationSet changes (not on " +
 		"PlacementDecision changes, as Argo CD), already Synced/Healthy; their reconciledAt is refreshed every 3 minutes as Argo CD does. " +
 		"VM reports and capacity scores are written by per-cluster agent stand-ins running fleetvm-agent's own code (pkg/agent/capacity, " +
@@ -193,9 +195,7 @@ func (h *harness) burst(ctx context.Context) error {
 	schedDelta := sched.sub(schedBefore)
 	r.add("burst: OCM scheduler runs per FleetVM", round(schedDelta.Runs/float64(m), 2), "runs/FleetVM")
 	r.addDuration("burst: OCM scheduler busy (one worker), summed", schedDelta.Busy)
-	if schedDelta.Runs > 0 {
-		r.add("burst: OCM scheduler time per run", round(float64(schedDelta.Busy.Milliseconds())/schedDelta.Runs, 1), "ms")
-	}
+	r.schedulerPerRun("burst", schedDelta)
 	// The runs the scheduler still makes after the last FleetVM
 	// converged, until it idles: OCM schedules a Placement again after
 	// writing its decision and status, and that run queues behind every
@@ -422,6 +422,7 @@ func (h *harness) atRest(ctx context.Context) error {
 		placements := float64(h.cfg.FleetVMs + len(shapes))
 		r.add(label+": OCM scheduler runs per FleetVM Placement", round(d.Runs/placements, 3), "runs/Placement")
 		r.add(label+": OCM scheduler busy share", round(100*d.Busy.Seconds()/h.cfg.Rest.Seconds(), 2), "%")
+		r.schedulerPerRun(label, d)
 	}
 	r.addDuration(label+": hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.memory("at rest")
