@@ -85,6 +85,13 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	if in.PlacementRef != nil {
 		p := *in.PlacementRef
 		p.DecidedClusters = slices.Clone(in.Decision)
+		if !in.PlacementScheduled && in.Previous.Placement != nil {
+			// OCM writes the decision, then marks the Placement
+			// scheduled: both show together, in one status write.
+			p.DecidedClusters = in.Previous.Placement.DecidedClusters
+		} else if !in.PlacementScheduled {
+			p.DecidedClusters = nil
+		}
 		p.Excluded = in.Excluded
 		out.Placement = &p
 	}
@@ -437,7 +444,12 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 	case len(targets) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
 	case !in.AppSetExists:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, "ApplicationSet not created yet"
+		// The hub creates it right after this status is written (or
+		// reports why not next time): Argo CD is what delivery waits
+		// for, and saying so now spares a status write per
+		// FleetVirtualMachine.
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonApplicationsMissing
+		c.Message = "waiting for Argo CD to create the Applications of " + listNames(targets)
 	case len(failed) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed
 		c.Message = "Argo CD cannot deliver the VM: " + strings.Join(failed[:min(len(failed), 5)], "; ")

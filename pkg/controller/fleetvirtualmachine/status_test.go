@@ -1,6 +1,7 @@
 package fleetvirtualmachine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,19 @@ func TestComputeStatus(t *testing.T) {
 					"Ready": "False/Conflict", "Available": "False/NoneReady", "Degraded": "True/Conflict"},
 			},
 		},
+		"ApplicationSet created right after this status: waiting for Argo CD": {
+			mutate: func(in *statusInputs) {
+				in.AppSetExists = false
+				in.Apps = map[string]appState{}
+				in.Reports = map[string]*fleetv1alpha1.VMState{}
+			},
+			want: want{
+				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Pending", "b": "Pending"},
+				summary: fleetv1alpha1.FleetSummary{Desired: 2, Placed: 2},
+				conditions: map[string]string{"Placed": "True/ClustersDecided", "Delivered": "False/ApplicationsMissing",
+					"Ready": "False/SomeNotReady", "Available": "False/NoneReady", "Degraded": "False/AsExpected"},
+			},
+		},
 		"scheduler has not decided": {
 			mutate: func(in *statusInputs) {
 				in.PlacementScheduled = false
@@ -192,6 +206,43 @@ func TestComputeStatus(t *testing.T) {
 				t.Errorf("observedGeneration = %d, want 3", st.ObservedGeneration)
 			}
 		})
+	}
+}
+
+// TestDecidedClustersWithTheSchedule: the scheduler's decision shows once
+// OCM has marked the Placement scheduled (it writes the decision first):
+// until then the status keeps the clusters it showed, so the two arrive
+// in one status write.
+func TestDecidedClustersWithTheSchedule(t *testing.T) {
+	in := statusInputs{
+		Spec:         fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
+		Generation:   1,
+		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: "argocd", Name: "p"},
+		Decision:     []string{"a", "b"},
+		Outcome:      placed(),
+	}
+	decided := func(st fleetv1alpha1.FleetVirtualMachineStatus) []string {
+		if st.Placement == nil {
+			return nil
+		}
+		return st.Placement.DecidedClusters
+	}
+	if got := decided(computeStatus(in)); got != nil {
+		t.Errorf("new Placement, decision written, not marked scheduled: decidedClusters %v, want none", got)
+	}
+	in.PlacementScheduled = true
+	first := computeStatus(in)
+	if got := decided(first); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("scheduled: decidedClusters %v, want [a b]", got)
+	}
+	// The Placement rewritten: the new decision waits for its schedule.
+	in.Previous, in.PlacementScheduled, in.Decision = first, false, []string{"a", "c"}
+	if got := decided(computeStatus(in)); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("rescheduling: decidedClusters %v, want the scheduled [a b]", got)
+	}
+	in.PlacementScheduled = true
+	if got := decided(computeStatus(in)); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("rescheduled: decidedClusters %v, want [a c]", got)
 	}
 }
 
