@@ -405,8 +405,9 @@ type PlacementStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name,omitempty"`
 	// decidedClusters are the clusters in the OCM scheduler's current
-	// decision: where new copies may go. A cluster the VM already runs on
-	// stays placed even when it drops out of it (full, unreachable).
+	// decision: where new copies may go. They show once OCM has marked
+	// the Placement scheduled. A cluster the VM already runs on stays
+	// placed even when it drops out of it (full, unreachable).
 	// +optional
 	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MaxLength=253
