@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -99,6 +101,7 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 		h.fleet.Scheme.AddKnownTypeWithName(nad.GroupVersion().WithKind(nad.Kind+"List"), &metav1.PartialObjectMetadataList{})
 	}
 	factor := nodeFactor(h.cfg)
+	decoder := serializer.NewCodecFactory(h.fleet.Scheme).UniversalDecoder()
 	for i, name := range h.clusterNames {
 		nodes, pods := spokeCapacity(i, factor)
 		objs := make([]client.Object, 0, len(nodes)+len(pods))
@@ -108,7 +111,12 @@ func newAgents(h *harness, hubClient client.Client) *agents {
 		for _, p := range pods {
 			objs = append(objs, p)
 		}
-		spoke := fake.NewClientBuilder().WithScheme(h.fleet.Scheme).WithObjects(objs...).Build()
+		// A plain object tracker: the default one builds a REST mapper of
+		// the whole scheme on every create (for managed fields, which
+		// nothing here reads), work a real spoke does on its own machine
+		// and that would be charged to the hub's two cores.
+		tracker := clienttesting.NewObjectTracker(h.fleet.Scheme, decoder)
+		spoke := fake.NewClientBuilder().WithScheme(h.fleet.Scheme).WithObjectTracker(tracker).WithObjects(objs...).Build()
 		a.byName[name] = &agent{
 			name: name, index: i, spoke: spoke,
 			vms: map[types.NamespacedName]*vmOnCluster{},
