@@ -84,13 +84,14 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	}
 	if in.PlacementRef != nil {
 		p := *in.PlacementRef
-		p.DecidedClusters = slices.Clone(in.Decision)
-		if !in.PlacementScheduled && in.Previous.Placement != nil {
+		switch {
+		case in.PlacementScheduled:
+			p.DecidedClusters = slices.Clone(in.Decision)
+		case in.Previous.Placement != nil:
 			// OCM writes the decision, then marks the Placement
-			// scheduled: both show together, in one status write.
+			// scheduled: the decision shows with the schedule, in one
+			// status write.
 			p.DecidedClusters = in.Previous.Placement.DecidedClusters
-		} else if !in.PlacementScheduled {
-			p.DecidedClusters = nil
 		}
 		p.Excluded = in.Excluded
 		out.Placement = &p
