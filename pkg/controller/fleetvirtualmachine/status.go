@@ -429,7 +429,11 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 	for _, name := range targets {
 		app, ok := in.Apps[name]
 		switch {
-		case !ok:
+		case !ok || !in.AppSetExists:
+			// Without the ApplicationSet, which the hub creates right
+			// after this status is written (or reports why not next
+			// time), every Application is still to come: saying so now
+			// spares a status write per FleetVirtualMachine.
 			missing = append(missing, name)
 		case app.Error != "":
 			failed = append(failed, name+": "+app.Error)
@@ -444,13 +448,6 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, in.DeliveryErr.Error()
 	case len(targets) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
-	case !in.AppSetExists:
-		// The hub creates it right after this status is written (or
-		// reports why not next time): Argo CD is what delivery waits
-		// for, and saying so now spares a status write per
-		// FleetVirtualMachine.
-		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonApplicationsMissing
-		c.Message = "waiting for Argo CD to create the Applications of " + listNames(targets)
 	case len(failed) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed
 		c.Message = "Argo CD cannot deliver the VM: " + strings.Join(failed[:min(len(failed), 5)], "; ")

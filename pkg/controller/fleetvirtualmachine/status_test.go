@@ -160,10 +160,10 @@ func TestComputeStatus(t *testing.T) {
 					"Ready": "False/Conflict", "Available": "False/NoneReady", "Degraded": "True/Conflict"},
 			},
 		},
+		// Applications left from an earlier ApplicationSet do not count.
 		"ApplicationSet created right after this status: waiting for Argo CD": {
 			mutate: func(in *statusInputs) {
 				in.AppSetExists = false
-				in.Apps = map[string]appState{}
 				in.Reports = map[string]*fleetv1alpha1.VMState{}
 			},
 			want: want{
