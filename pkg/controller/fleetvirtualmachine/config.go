@@ -29,6 +29,11 @@ type Config struct {
 	// TenantKinds are the namespaced kinds a namespace's AppProject lets
 	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
 	TenantKinds []metav1.GroupKind
+	// SharedPlacements: FleetVirtualMachines with the same intent share
+	// one candidate Placement, which the OCM scheduler decides once for
+	// all of them, and the hub picks each one's clusters from its decision
+	// (pick.go). Off: every FleetVirtualMachine has its own Placement.
+	SharedPlacements bool
 }
 
 // ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -65,6 +66,9 @@ type Reconciler struct {
 
 	// alarms wake a reconcile when a grace period ends (SetupWithManager).
 	alarms *alarms
+	// load counts FleetVirtualMachines per cluster, for picking from
+	// candidate Placements (SetupWithManager).
+	load *clusterLoad
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
@@ -151,6 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, err)
 	}
 	in.UnboundSets = obs.Unbound
+	if r.Config.SharedPlacements {
+		in.PlacementRef.Name = obs.PlacementName
+	}
 	if len(obs.Allowed) == 0 {
 		// No set this namespace may use: nothing new is placed.
 		obs.Scheduled = false
@@ -172,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	waiting := obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && in.PlacementErr == nil &&
 		wantsExclusions(fvm.Spec, len(outcome.inState(statePlaced)))
 	if waiting {
-		if in.Excluded, qualifying, err = r.exclusions(ctx, fvm, obs.Decision, outcome, now); err != nil {
+		if in.Excluded, qualifying, err = r.exclusions(ctx, fvm, obs.Decision, obs.Candidates, outcome, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -180,10 +187,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.PlacementErr != nil {
 		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
 	} else if len(obs.Allowed) > 0 {
-		sticky, hasSticky := currentSticky(obs.Placement)
-		sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
 		reschedule := rescheduleToken(obs.Placement, waiting, qualifying)
-		if p, written, err := r.reconcilePlacement(ctx, fvm, obs.Placement, obs.Allowed, sticky, reschedule); err != nil {
+		var want *clusterv1beta1.Placement
+		if r.Config.SharedPlacements {
+			want = r.candidatePlacement(fvm, sortedCopy(obs.Allowed), reschedule)
+		} else {
+			sticky, hasSticky := currentSticky(obs.Placement)
+			sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
+			want = r.desiredPlacement(fvm, obs.Allowed, sticky, reschedule)
+		}
+		if p, written, err := r.reconcilePlacement(ctx, fvm, want, obs.Placement); err != nil {
 			in.PlacementErr = errors.Join(in.PlacementErr, err)
 		} else if written {
 			// Its decision answers the old spec until rescheduled.
@@ -230,6 +243,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.recordTransitions(before, fvm)
 	r.recordClusterChanges(fvm, before.Status, outcome)
+	r.load.set(req.NamespacedName, statusClusters(fvm))
+	if err := r.releasePlacement(ctx, fvm, before.Status.Placement); err != nil {
+		errs = append(errs, err)
+	}
 
 	// 5. Act.
 	var result ctrl.Result
@@ -283,6 +300,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(errs...)
 	}
 	return result, nil
+}
+
+// statusClusters are the clusters a FleetVirtualMachine's status lists.
+func statusClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	out := make([]string, 0, len(fvm.Status.Clusters))
+	for _, c := range fvm.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return out
+}
+
+// releasePlacement removes the Placement a FleetVirtualMachine used
+// before, when its status now names another: its own Placement (the hub
+// now shares Placements), or a candidate Placement no one else uses (its
+// intent changed, or the hub no longer shares Placements).
+func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, was *fleetv1alpha1.PlacementStatus) error {
+	if was == nil || was.Name == "" || fvm.Status.Placement != nil && fvm.Status.Placement.Name == was.Name {
+		return nil
+	}
+	if was.Name != ChildName(client.ObjectKeyFromObject(fvm)) {
+		return r.releaseCandidates(ctx, fvm, was.Name)
+	}
+	switch obj, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, was.Name); {
+	case err != nil:
+		return err
+	case obj != nil:
+		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Placement %s: %w", klog.KObj(obj), err)
+		}
+	}
+	return nil
 }
 
 // deliveryTargets are the ApplicationSet's elements: every cluster the VM
@@ -500,6 +548,40 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
+	// A candidate Placement's users: those that pick more clusters from
+	// it, or every one when it is deleted (the next one recreates it).
+	candidateUsers := func(ctx context.Context, p client.Object, deleted bool) []reconcile.Request {
+		if !isCandidatePlacement(p) {
+			return nil
+		}
+		if deleted {
+			return r.fleetVMsMatching(ctx, "of a candidate Placement", p, client.MatchingFields{IndexStatusPlacement: p.GetName()})
+		}
+		return r.fleetVMsMatching(ctx, "picking from a candidate Placement", p, client.MatchingFields{IndexWantsCandidates: p.GetName()})
+	}
+	placements := handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, ownerOrUsers(ctx, e.Object, candidateUsers, false))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, ownerOrUsers(ctx, e.ObjectNew, candidateUsers, false))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, ownerOrUsers(ctx, e.Object, candidateUsers, true))
+		},
+	}
+	r.load = newClusterLoad()
+	loads := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.trackLoad(e.Object, false)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.trackLoad(e.ObjectNew, false)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.trackLoad(e.Object, true)
+		},
+	}
 	inArgo := builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetNamespace() == r.Config.ArgoNamespace
 	}))
@@ -512,10 +594,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, p); err != nil {
 			return nil
 		}
-		if key, ok := ownerKey(p); ok {
-			return []reconcile.Request{{NamespacedName: key}}
-		}
-		return nil
+		return ownerOrUsers(ctx, p, candidateUsers, false)
 	})
 	reports := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		r, ok := obj.(*fleetv1alpha1.VMReport)
@@ -537,7 +616,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.
 		Named("fleetvirtualmachine").
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
-		Watches(&clusterv1beta1.Placement{}, byLabels, inArgo).
+		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).
+		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
 		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
 		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
@@ -552,6 +632,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(write.Requeue(r))
+}
+
+// ownerOrUsers maps a Placement to its FleetVirtualMachine, or a
+// candidate Placement to its users.
+func ownerOrUsers(ctx context.Context, p client.Object, users func(context.Context, client.Object, bool) []reconcile.Request, deleted bool) []reconcile.Request {
+	if key, ok := ownerKey(p); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return users(ctx, p, deleted)
+}
+
+func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
+// trackLoad counts a FleetVirtualMachine on the clusters its status lists.
+func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
+	fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine)
+	if !ok {
+		return
+	}
+	if deleted {
+		r.load.set(client.ObjectKeyFromObject(fvm), nil)
+		return
+	}
+	r.load.set(client.ObjectKeyFromObject(fvm), statusClusters(fvm))
 }
 
 // fleetVMsMatching lists the FleetVirtualMachines opts select (an index,

@@ -113,6 +113,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, fmt.Errorf("delete Placement %s: %w", klog.KObj(obj), err)
 		}
 	}
+	if fvm.Status.Placement != nil {
+		if err := r.releaseCandidates(ctx, fvm, fvm.Status.Placement.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if err := r.cleanupShared(ctx, fvm); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -214,4 +219,38 @@ func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.Fleet
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// releaseCandidates deletes a candidate Placement the FleetVirtualMachine
+// no longer uses (it is deleted, or its intent changed) when no other live
+// FleetVirtualMachine's status names it. A FleetVirtualMachine that starts
+// using it at the same moment recreates it on its next reconcile; losing
+// a Placement never removes a VM (decide.go).
+func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, name string) error {
+	if !strings.HasPrefix(name, candidatesPrefix) {
+		return nil
+	}
+	var users fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &users, client.MatchingFields{IndexStatusPlacement: name}); err != nil {
+		return fmt.Errorf("list FleetVirtualMachines of Placement %s: %w", name, err)
+	}
+	for i := range users.Items {
+		if u := &users.Items[i]; u.UID != fvm.UID && u.DeletionTimestamp == nil {
+			return nil
+		}
+	}
+	p := &clusterv1beta1.Placement{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, p); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get Placement %s/%s: %w", r.Config.ArgoNamespace, name, err)
+	case !isCandidatePlacement(p):
+		return nil // not FleetVM's: left alone
+	}
+	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); err != nil &&
+		!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Placement %s: %w", klog.KObj(p), err)
+	}
+	return nil
 }

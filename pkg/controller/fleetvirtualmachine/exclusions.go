@@ -41,7 +41,12 @@ func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) boo
 // OCM scheduler reads (the clusters and the agents' capacity scores) from
 // the cache. qualifying are the clusters that qualify by those inputs but
 // are not in the scheduler's decision.
-func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision []string, outcome placementOutcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
+//
+// With shared Placements (candidates not nil), decision is what the hub
+// picked, and qualifying are the clusters that qualify but are not in the
+// candidate Placement's decision: the same for every FleetVirtualMachine
+// that shares it, so the ones waiting agree on the reschedule token.
+func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placementOutcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
 	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
@@ -51,9 +56,26 @@ func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, v := range verdicts {
+	asked := verdicts
+	fit := map[string]string{}
+	if candidates != nil {
+		in.Decided, in.Running = candidates, nil
+		if asked, err = explain.Explain(in); err != nil {
+			return nil, nil, err
+		}
+		// A candidate Placement outlives the schedules it had: one made
+		// while a cluster was full must be asked again once it fits,
+		// even if the same clusters qualified the last time it was asked.
+		// Each cluster's fit value goes into the token.
+		if in.Shape != nil {
+			for _, c := range in.Clusters {
+				fit[c.Name] = fmt.Sprintf("=%d", c.Scores[in.Shape.Name()])
+			}
+		}
+	}
+	for _, v := range asked {
 		if v.Reason == explain.NotNeeded {
-			qualifying = append(qualifying, v.Cluster)
+			qualifying = append(qualifying, v.Cluster+fit[v.Cluster])
 		}
 	}
 	return exclusionCounts(explain.Summarize(verdicts, exclusionNames)), qualifying, nil

@@ -3,6 +3,7 @@ package fleetvirtualmachine
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -35,7 +36,35 @@ const (
 	// ("true"; see waitingForClusters), so a capacity change reaches only
 	// them.
 	IndexWaiting = "fleetvm.io/waiting-for-clusters"
+	// IndexStatusPlacement indexes FleetVirtualMachines by the Placement
+	// their status names, so a candidate Placement is deleted with its
+	// last user.
+	IndexStatusPlacement = "fleetvm.io/status-placement"
+	// IndexWantsCandidates indexes FleetVirtualMachines by the candidate
+	// Placement they pick from, while they have fewer clusters than they
+	// ask for (or ask for every cluster): only they are woken when its
+	// decision changes.
+	IndexWantsCandidates = "fleetvm.io/wants-candidates"
 )
+
+// wantsCandidates says which candidate Placement a FleetVirtualMachine
+// picks more clusters from, if any.
+func wantsCandidates(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
+	p := fvm.Status.Placement
+	if p == nil || !strings.HasPrefix(p.Name, candidatesPrefix) {
+		return "", false
+	}
+	if fvm.Spec.Placement.Clusters == nil {
+		return p.Name, true
+	}
+	placed := 0
+	for _, c := range fvm.Status.Clusters {
+		if c.LeavingSince == nil && c.RemovingSince == nil {
+			placed++
+		}
+	}
+	return p.Name, placed < int(*fvm.Spec.Placement.Clusters)
+}
 
 // SetupIndexes registers the indexes the controller lists by.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
@@ -83,6 +112,22 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexWaiting, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusPlacement, func(o client.Object) []string {
+		if p := o.(*fleetv1alpha1.FleetVirtualMachine).Status.Placement; p != nil && p.Name != "" {
+			return []string{p.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexStatusPlacement, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexWantsCandidates, func(o client.Object) []string {
+		if name, ok := wantsCandidates(o.(*fleetv1alpha1.FleetVirtualMachine)); ok {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexWantsCandidates, err)
 	}
 	return vmclaim.SetupIndex(ctx, indexer)
 }

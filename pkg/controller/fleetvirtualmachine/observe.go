@@ -13,11 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 // observation is what one reconcile read from the hub: the inputs of the
@@ -32,8 +34,13 @@ type observation struct {
 	Scheduled bool
 	// SchedulerMessage is its PlacementSatisfied message.
 	SchedulerMessage string
-	// Decision are the clusters the scheduler selected.
-	Decision []string
+	// Decision are the clusters the scheduler selected; with shared
+	// Placements, those the hub picked from Candidates, the candidate
+	// Placement's decision.
+	Decision, Candidates []string
+	// PlacementName is the Placement's name (the candidate Placement's
+	// depends on the bound sets).
+	PlacementName string
 	// Apps are the FleetVirtualMachine's Applications by cluster.
 	Apps map[string]*argov1alpha1.Application
 	// Facts of every cluster in the status, the Applications and the
@@ -56,19 +63,6 @@ type observation struct {
 func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (*observation, error) {
 	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]clusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
 	var errs []error
-
-	p, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, ChildName(client.ObjectKeyFromObject(fvm)))
-	switch {
-	case err != nil:
-		obs.PlacementErr = err
-	case p != nil:
-		obs.Placement = p.(*clusterv1beta1.Placement)
-		obs.Scheduled, obs.SchedulerMessage = scheduled(obs.Placement)
-		if obs.Decision, err = r.readDecisions(ctx, obs.Placement); err != nil {
-			errs = append(errs, err)
-			obs.Scheduled = false
-		}
-	}
 
 	apps, err := r.listApplications(ctx, fvm)
 	if err != nil {
@@ -106,6 +100,25 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	}
 	if obs.SetsErr != nil {
 		errs = append(errs, obs.SetsErr)
+	}
+
+	if r.Config.SharedPlacements {
+		if err := r.observeCandidates(ctx, fvm, obs); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		p, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, ChildName(client.ObjectKeyFromObject(fvm)))
+		switch {
+		case err != nil:
+			obs.PlacementErr = err
+		case p != nil:
+			obs.Placement = p.(*clusterv1beta1.Placement)
+			obs.Scheduled, obs.SchedulerMessage = scheduled(obs.Placement)
+			if obs.Decision, err = r.readDecisions(ctx, obs.Placement, false); err != nil {
+				errs = append(errs, err)
+				obs.Scheduled = false
+			}
+		}
 	}
 
 	names := slices.Clone(obs.Decision)
@@ -148,6 +161,67 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 		}
 	}
 	return obs, errors.Join(errs...)
+}
+
+// observeCandidates reads the candidate Placement of the
+// FleetVirtualMachine's intent and picks its clusters from its decision.
+func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation) error {
+	if len(obs.Allowed) == 0 {
+		return nil
+	}
+	want := r.candidatePlacement(fvm, sortedCopy(obs.Allowed), "")
+	obs.PlacementName = want.Name
+	p := &clusterv1beta1.Placement{}
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), p); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		obs.PlacementErr = fmt.Errorf("get Placement %s: %w", klog.KObj(want), err)
+		return nil
+	case !isCandidatePlacement(p):
+		obs.PlacementErr = fmt.Errorf("candidate Placement %s exists and is not FleetVM's (label %s=%q): FleetVM leaves it alone",
+			klog.KObj(p), candidatesLabel, p.Labels[candidatesLabel])
+		return nil
+	}
+	obs.Placement = p
+	obs.Scheduled, obs.SchedulerMessage = scheduled(p)
+	var err error
+	// A candidate Placement's name is the hash of its spec: a decision
+	// left by an earlier one of that name (deleted, its decisions not yet
+	// garbage-collected, which OCM then updates in place) is about the
+	// same intent, so it is read whatever its owner.
+	if obs.Candidates, err = r.readDecisions(ctx, p, true); err != nil {
+		obs.Scheduled = false
+		return err
+	}
+	if obs.Candidates == nil {
+		obs.Candidates = []string{} // read: none qualifies
+	}
+	if !obs.Scheduled {
+		return nil
+	}
+	in := pickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.of,
+		Fits: func(string) bool { return true }}
+	for _, c := range fvm.Status.Clusters {
+		if c.LeavingSince == nil && c.RemovingSince == nil {
+			in.Placed = append(in.Placed, c.Cluster)
+		}
+	}
+	score := func(cluster string) *clusterv1alpha1.AddOnPlacementScore {
+		s := &clusterv1alpha1.AddOnPlacementScore{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, s); err != nil {
+			return nil
+		}
+		return s
+	}
+	if shape, ok := capacity.ShapeOf(fvm); ok {
+		in.Fits = func(c string) bool { return fitsScores(score(c), shape.Name()) }
+	}
+	if fvm.Spec.Placement.Prioritizer == fleetv1alpha1.PrioritizerFreeCapacity {
+		in.Free = func(c string) int32 { return scoreValue(score(c), capacity.ScoreCPUFree, capacity.ScoreMemoryFree) }
+	}
+	obs.Decision = pickClusters(in)
+	return nil
 }
 
 // placementInput turns an observation into the decision's inputs.
@@ -210,8 +284,8 @@ func scheduled(p *clusterv1beta1.Placement) (bool, string) {
 }
 
 // readDecisions returns the clusters the scheduler decided for a Placement,
-// sorted.
-func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement) ([]string, error) {
+// sorted: from its own decisions, or from any of its name (anyOwner).
+func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement, anyOwner bool) ([]string, error) {
 	var list clusterv1beta1.PlacementDecisionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
 		client.MatchingFields{IndexPlacement: p.Name}); err != nil {
@@ -219,7 +293,7 @@ func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placem
 	}
 	var clusters []string
 	for _, d := range list.Items {
-		if !metav1.IsControlledBy(&d, p) && len(d.OwnerReferences) > 0 {
+		if !anyOwner && !metav1.IsControlledBy(&d, p) && len(d.OwnerReferences) > 0 {
 			continue // a decision of an earlier Placement of the same name
 		}
 		for _, cd := range d.Status.Decisions {

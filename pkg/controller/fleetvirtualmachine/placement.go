@@ -2,6 +2,9 @@ package fleetvirtualmachine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -94,6 +97,56 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, se
 	}
 }
 
+// candidatesLabel marks a candidate Placement (Config.SharedPlacements)
+// with the hash of its spec, which its name ends with.
+const candidatesLabel = "fleetvm.io/candidates"
+
+// candidatesPrefix starts the name of a candidate Placement. No
+// FleetVirtualMachine's own objects ("fvm-<namespace>.<name>") nor a
+// cluster set's shared ones ("fleetvm-<set>") start with it.
+const candidatesPrefix = "fvm.candidates-"
+
+// candidatePlacement builds the candidate Placement a FleetVirtualMachine
+// picks its clusters from when FleetVirtualMachines share Placements: its
+// own Placement without numberOfClusters, without the clusters it runs on
+// in the fit predicate, and ranked by nothing that differs between
+// FleetVirtualMachines, so every FleetVirtualMachine with the same intent
+// builds the same spec. Its name is a hash of that spec. sets must be
+// sorted.
+func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets []string, reschedule string) *clusterv1beta1.Placement {
+	own := r.desiredPlacement(fvm, sets, nil, "")
+	spec := own.Spec
+	spec.NumberOfClusters = nil
+	spec.PrioritizerPolicy = clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
+		Configurations: []clusterv1beta1.PrioritizerConfig{{
+			ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, BuiltIn: "Steady"}, Weight: 1,
+		}}}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		panic(fmt.Sprintf("marshal a PlacementSpec: %v", err)) // plain data: cannot fail
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])[:16]
+	labels := managedLabels()
+	labels[candidatesLabel] = hash
+	annotations := map[string]string{}
+	if reschedule != "" {
+		annotations[rescheduleAnnotation] = reschedule
+	}
+	return &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Name: candidatesPrefix + hash, Namespace: r.Config.ArgoNamespace, Labels: labels, Annotations: annotations},
+		Spec:       spec,
+	}
+}
+
+// isCandidatePlacement tells whether a Placement is a candidate Placement
+// FleetVM made (its labels match its name).
+func isCandidatePlacement(p client.Object) bool {
+	l := p.GetLabels()
+	return l[fleetv1alpha1.LabelPartOf] == fleetv1alpha1.PartOfValue && l[candidatesLabel] != "" &&
+		p.GetName() == candidatesPrefix+l[candidatesLabel]
+}
+
 // stickyAnnotation records on the Placement the clusters its fit
 // predicate admits whatever their score.
 const stickyAnnotation = "fleetvm.io/sticky-clusters"
@@ -177,12 +230,11 @@ func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPo
 	}
 }
 
-// reconcilePlacement creates the Placement, or updates it when the intent
-// or the sticky list changed. got is the Placement as read (nil: none;
+// reconcilePlacement creates the Placement, or updates it when the intent,
+// the sticky list or the reschedule token changed. got is the Placement as read (nil: none;
 // after an update it holds the API server's copy). It returns the
 // Placement as the API server holds it and whether it was written.
-func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *clusterv1beta1.Placement, sets, sticky []string, reschedule string) (*clusterv1beta1.Placement, bool, error) {
-	want := r.desiredPlacement(fvm, sets, sticky, reschedule)
+func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, want, got *clusterv1beta1.Placement) (*clusterv1beta1.Placement, bool, error) {
 	switch out, err := write.Ensure(ctx, r.Client, want, got); {
 	case err != nil:
 		return nil, false, fmt.Errorf("write Placement %s: %w", klog.KObj(want), err)

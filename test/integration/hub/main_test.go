@@ -99,6 +99,11 @@ func hubConfig() fleetvirtualmachine.Config {
 // startHub runs fleetvm-hub's reconcilers in this process, as the binary
 // would, against the hub.
 func startHub(ctx context.Context) error {
+	return startHubWith(ctx, hubConfig())
+}
+
+// startHubWith runs fleetvm-hub's reconcilers with cfg.
+func startHubWith(ctx context.Context, cfg fleetvirtualmachine.Config) error {
 	mgr, err := ctrl.NewManager(fleet.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
 		Cache:   hub.CacheOptions(argoNS),
@@ -111,7 +116,7 @@ func startHub(ctx context.Context) error {
 		return err
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := hub.SetupReconcilers(mctx, mgr, hub.Options{FleetVM: hubConfig()}); err != nil {
+	if err := hub.SetupReconcilers(mctx, mgr, hub.Options{FleetVM: cfg}); err != nil {
 		cancel()
 		return err
 	}
