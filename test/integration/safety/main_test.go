@@ -14,6 +14,7 @@ package safety
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -63,7 +64,16 @@ var (
 	fleetVM *fleetrun.FleetVM
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// sharedPlacements runs the suite with fleetvm-hub's --shared-placements
+// (`go test ./test/integration/safety -args -shared-placements`): the
+// FleetVMs of one intent share a candidate Placement and the hub picks
+// their clusters.
+var sharedPlacements = flag.Bool("shared-placements", false, "run fleetvm-hub with --shared-placements")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	ctrl.SetLogger(agenttest.Logger())
@@ -120,6 +130,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
+		SharedPlacements: *sharedPlacements,
 	})
 	return err
 }
@@ -375,4 +386,14 @@ func expectDeletions(t *testing.T, mark int, ns string, want ...deletion) {
 		t.Errorf("VMs deleted on the clusters: %+v, want %+v", got, want)
 	}
 	t.Logf("VM deletions on the clusters: %d", len(got))
+}
+
+// placementOf is the name of the Placement the FleetVirtualMachine's
+// status names: its own, or the candidate Placement it shares.
+func placementOf(t *testing.T, key client.ObjectKey) string {
+	t.Helper()
+	f := waitFVM(t, key, "status names its Placement", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return f.Status.Placement != nil && f.Status.Placement.Name != ""
+	})
+	return f.Status.Placement.Name
 }

@@ -220,6 +220,7 @@ func TestHubObjectsDeletedByHand(t *testing.T) {
 	key := client.ObjectKeyFromObject(fvm)
 	want := names(waitFVM(t, key, "running on 2", running(2)))
 	name := fleetvirtualmachine.ChildName(key)
+	placement := placementOf(t, key)
 	gitOps := &unstructured.Unstructured{}
 	gitOps.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"})
 
@@ -229,8 +230,11 @@ func TestHubObjectsDeletedByHand(t *testing.T) {
 		"GitOpsCluster":  gitOps,
 	} {
 		objName := name
-		if what == "GitOpsCluster" {
+		switch what {
+		case "GitOpsCluster":
 			objName = "fleetvm-default"
+		case "Placement":
+			objName = placement
 		}
 		t.Run(what, func(t *testing.T) {
 			objKey := client.ObjectKey{Namespace: argoNS, Name: objName}
@@ -376,14 +380,17 @@ func TestCollidingNames(t *testing.T) {
 		waitFVM(t, first, first.String()+" running", running(1))
 		waitFVM(t, second, second.String()+" running", running(1))
 		p1, p2 := &clusterv1beta1.Placement{}, &clusterv1beta1.Placement{}
-		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(first)}, p1); err != nil {
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: placementOf(t, first)}, p1); err != nil {
 			t.Fatal(err)
 		}
-		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(second)}, p2); err != nil {
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: placementOf(t, second)}, p2); err != nil {
 			t.Fatal(err)
 		}
-		if p1.UID == p2.UID {
-			t.Fatalf("%s and %s share Placement %s", first, second, p1.Name)
+		// Their own Placements must differ; a candidate Placement is
+		// shared on purpose (the same intent), and must outlive the
+		// second one's deletion.
+		if shared := *sharedPlacements; (p1.UID == p2.UID) != shared {
+			t.Fatalf("%s and %s: Placements %s and %s, shared Placements %v", first, second, p1.Name, p2.Name, shared)
 		}
 		on := names(waitFVM(t, first, "running", running(1)))[0]
 
