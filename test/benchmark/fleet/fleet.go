@@ -78,6 +78,9 @@ type Config struct {
 	// a relabelled cluster's VMs move after it.
 	GracePeriod time.Duration
 
+	// SharedPlacements runs fleetvm-hub with --shared-placements.
+	SharedPlacements bool
+
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration
 	// StatusK are the numbers of reports flipped at once (default 1, 10, 100).

@@ -86,6 +86,9 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--removal-grace-period=" + cfg.GracePeriod.String(),
 		"--zap-log-level=info",
 	}
+	if cfg.SharedPlacements {
+		args = append(args, "--shared-placements")
+	}
 	cmd := exec.Command(cfg.HubBinary, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo
 	cmd.Env = os.Environ()

@@ -184,6 +184,16 @@ func (h *harness) startLoad(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, handle(ctx, h.cache, &fleetv1alpha1.FleetVirtualMachine{}, func(_, cur *fleetv1alpha1.FleetVirtualMachine) {
 		h.fvms.observe(keyOf(cur), cur)
+		// A candidate Placement (--shared-placements) is shared: the
+		// FleetVM's own stages are when its status names it, and when
+		// the hub shows the clusters it picked from it.
+		if p := cur.Status.Placement; p != nil && strings.HasPrefix(p.Name, candidatesPrefix) {
+			now := time.Now()
+			h.stages.at(keyOf(cur), now, func(t *fvmTimes) *time.Time { return &t.placement })
+			if len(p.DecidedClusters) > 0 {
+				h.stages.at(keyOf(cur), now, func(t *fvmTimes) *time.Time { return &t.decided })
+			}
+		}
 	}))
 	errs = append(errs, handle(ctx, h.cache, &clusterv1beta1.Placement{}, func(_, cur *clusterv1beta1.Placement) {
 		ns, name := cur.Labels[fleetv1alpha1.LabelFleetVMNamespace], cur.Labels[fleetv1alpha1.LabelFleetVMName]
@@ -271,6 +281,10 @@ func (h *harness) startLoad(ctx context.Context) error {
 		return true, nil
 	})
 }
+
+// candidatesPrefix starts the names of fleetvm-hub's candidate
+// Placements.
+const candidatesPrefix = "fvm.candidates-"
 
 func (h *harness) startHub(ctx context.Context) error {
 	start := time.Now()
