@@ -168,7 +168,7 @@ type harness struct {
 	argo          *argoStandIn
 
 	fvms      *waitSet[*fleetv1alpha1.FleetVirtualMachine]
-	decisions *waitSet[*clusterv1beta1.PlacementDecision] // by Placement name
+	decisions *waitSet[*clusterv1beta1.PlacementDecision] // by name: OCM splits a decision into chunks of 100 clusters
 	appSets   *waitSet[*argov1alpha1.ApplicationSet]      // by name
 	stages    stageRecorder
 	// placementOwners maps a Placement's name to its FleetVM's key.

@@ -572,8 +572,16 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 	leaving := make([]<-chan time.Time, n)
 	ready := make([]<-chan time.Time, n)
 	for i, fvm := range affected {
-		name := fvm.Status.Placement.Name
-		decided[i] = h.decisions.wait(name, func(d *clusterv1beta1.PlacementDecision) bool {
+		// The chunk of the FleetVM's Placement's decision that lists the
+		// cluster (a shared candidate Placement's has several).
+		chunk := fvm.Status.Placement.Name + "-decision-1"
+		for n, d := range h.decisions.snapshot() {
+			if d.Labels[clusterv1beta1.PlacementLabel] == fvm.Status.Placement.Name && slices.ContainsFunc(d.Status.Decisions,
+				func(cd clusterv1beta1.ClusterDecision) bool { return cd.ClusterName == cluster }) {
+				chunk = n
+			}
+		}
+		decided[i] = h.decisions.wait(chunk, func(d *clusterv1beta1.PlacementDecision) bool {
 			if len(d.Status.Decisions) == 0 {
 				return false
 			}

@@ -205,7 +205,7 @@ func (h *harness) startLoad(ctx context.Context) error {
 		now := time.Now()
 		h.stages.at(key, now, func(t *fvmTimes) *time.Time { return &t.placement })
 		// The decision may have been seen first.
-		if d, ok := h.decisions.get(cur.Name); ok && len(d.Status.Decisions) > 0 {
+		if d, ok := h.decisions.get(cur.Name + "-decision-1"); ok && len(d.Status.Decisions) > 0 {
 			h.stages.at(key, now, func(t *fvmTimes) *time.Time { return &t.decided })
 		}
 	}))
@@ -215,7 +215,7 @@ func (h *harness) startLoad(ctx context.Context) error {
 			return
 		}
 		now := time.Now()
-		h.decisions.observe(p, cur)
+		h.decisions.observe(cur.Name, cur) // OCM's chunks of 100 clusters each
 		if key, ok := h.placementOwners.Load(p); ok && len(cur.Status.Decisions) > 0 {
 			h.stages.at(key.(string), now, func(t *fvmTimes) *time.Time { return &t.decided })
 		}
