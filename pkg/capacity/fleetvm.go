@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
@@ -34,4 +35,17 @@ func ShapeOf(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
 		CPU: vmtemplate.CPU(vm), Memory: mem,
 		Networks: Networks(fvm.Namespace, append(vmtemplate.Networks(vm), required...)...),
 	}, true
+}
+
+// ScoreValues returns the values of a fleetvm-capacity score by name; nil
+// for no score.
+func ScoreValues(score *clusterv1alpha1.AddOnPlacementScore) map[string]int32 {
+	if score == nil {
+		return nil
+	}
+	out := make(map[string]int32, len(score.Status.Scores))
+	for _, s := range score.Status.Scores {
+		out[s.Name] = s.Value
+	}
+	return out
 }

@@ -66,10 +66,7 @@ func Read(ctx context.Context, c client.Reader, fvm *fleetv1alpha1.FleetVirtualM
 			case err != nil:
 				return in, fmt.Errorf("get AddOnPlacementScore %s/%s: %w", mc.Name, fleetv1alpha1.CapacityScoreName, err)
 			default:
-				cl.Scores = map[string]int32{}
-				for _, s := range score.Status.Scores {
-					cl.Scores[s.Name] = s.Value
-				}
+				cl.Scores = capacity.ScoreValues(score)
 				if score.Status.ValidUntil != nil {
 					cl.ValidUntil = score.Status.ValidUntil.Time
 				}

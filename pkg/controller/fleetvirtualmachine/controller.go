@@ -156,7 +156,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	in.UnboundSets = obs.Unbound
 	if r.Config.SharedPlacements {
-		in.PlacementRef.Name = obs.PlacementName
+		in.PlacementRef.Name = ""
+		if obs.Candidate != nil {
+			in.PlacementRef.Name = obs.Candidate.Name
+		}
 	}
 	if len(obs.Allowed) == 0 {
 		// No set this namespace may use: nothing new is placed.
@@ -190,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		reschedule := rescheduleToken(obs.Placement, waiting, qualifying)
 		var want *clusterv1beta1.Placement
 		if r.Config.SharedPlacements {
-			want = r.candidatePlacement(fvm, sortedCopy(obs.Allowed), reschedule)
+			want = withReschedule(obs.Candidate, reschedule)
 		} else {
 			sticky, hasSticky := currentSticky(obs.Placement)
 			sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)

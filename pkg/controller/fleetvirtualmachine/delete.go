@@ -227,7 +227,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.Fleet
 // using it at the same moment recreates it on its next reconcile; losing
 // a Placement never removes a VM (decide.go).
 func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, name string) error {
-	if !strings.HasPrefix(name, candidatesPrefix) {
+	if !strings.HasPrefix(name, CandidatePlacementPrefix) {
 		return nil
 	}
 	var users fleetv1alpha1.FleetVirtualMachineList

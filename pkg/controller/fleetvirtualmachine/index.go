@@ -51,7 +51,7 @@ const (
 // picks more clusters from, if any.
 func wantsCandidates(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
 	p := fvm.Status.Placement
-	if p == nil || !strings.HasPrefix(p.Name, candidatesPrefix) {
+	if p == nil || !strings.HasPrefix(p.Name, CandidatePlacementPrefix) {
 		return "", false
 	}
 	if fvm.Spec.Placement.Clusters == nil {
@@ -69,12 +69,7 @@ func wantsCandidates(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
 // SetupIndexes registers the indexes the controller lists by.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusCluster, func(o client.Object) []string {
-		fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
-		out := make([]string, 0, len(fvm.Status.Clusters))
-		for _, c := range fvm.Status.Clusters {
-			out = append(out, c.Cluster)
-		}
-		return out
+		return statusClusters(o.(*fleetv1alpha1.FleetVirtualMachine))
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexStatusCluster, err)
 	}

@@ -38,9 +38,10 @@ type observation struct {
 	// Placements, those the hub picked from Candidates, the candidate
 	// Placement's decision.
 	Decision, Candidates []string
-	// PlacementName is the Placement's name (the candidate Placement's
-	// depends on the bound sets).
-	PlacementName string
+	// Candidate is the candidate Placement the FleetVirtualMachine's
+	// intent and bound sets ask for, as FleetVM writes it (shared
+	// Placements only).
+	Candidate *clusterv1beta1.Placement
 	// Apps are the FleetVirtualMachine's Applications by cluster.
 	Apps map[string]*argov1alpha1.Application
 	// Facts of every cluster in the status, the Applications and the
@@ -169,8 +170,8 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	if len(obs.Allowed) == 0 {
 		return nil
 	}
-	want := r.candidatePlacement(fvm, sortedCopy(obs.Allowed), "")
-	obs.PlacementName = want.Name
+	want := r.candidatePlacement(fvm, sortedCopy(obs.Allowed))
+	obs.Candidate = want
 	p := &clusterv1beta1.Placement{}
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), p); {
 	case apierrors.IsNotFound(err):
@@ -207,18 +208,23 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 			in.Placed = append(in.Placed, c.Cluster)
 		}
 	}
-	score := func(cluster string) *clusterv1alpha1.AddOnPlacementScore {
+	// The agent's current score, as the fit predicate reads it (none: the
+	// VM does not fit).
+	score := func(cluster string) map[string]int32 {
 		s := &clusterv1alpha1.AddOnPlacementScore{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, s); err != nil {
 			return nil
 		}
-		return s
+		return capacity.ScoreValues(s)
 	}
 	if shape, ok := capacity.ShapeOf(fvm); ok {
-		in.Fits = func(c string) bool { return fitsScores(score(c), shape.Name()) }
+		in.Fits = func(c string) bool { return score(c)[shape.Name()] >= 1 }
 	}
 	if fvm.Spec.Placement.Prioritizer == fleetv1alpha1.PrioritizerFreeCapacity {
-		in.Free = func(c string) int32 { return scoreValue(score(c), capacity.ScoreCPUFree, capacity.ScoreMemoryFree) }
+		in.Free = func(c string) int32 {
+			s := score(c)
+			return s[capacity.ScoreCPUFree] + s[capacity.ScoreMemoryFree]
+		}
 	}
 	obs.Decision = pickClusters(in)
 	return nil

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
-	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 )
 
 // With Config.SharedPlacements, FleetVirtualMachines whose Placements
@@ -53,6 +52,11 @@ func pickClusters(in pickInput) []string {
 	if in.Desired != nil {
 		need = max(int(*in.Desired)-len(out), 0)
 	}
+	if need == 0 {
+		// Placed as asked: nothing to rank (most reconciles).
+		slices.Sort(out)
+		return out
+	}
 	type ranked struct {
 		name string
 		free int32
@@ -90,34 +94,6 @@ func pickClusters(in pickInput) []string {
 func tieBreak(key types.NamespacedName, cluster string) uint64 {
 	sum := sha256.Sum256([]byte(key.String() + "/" + cluster))
 	return binary.BigEndian.Uint64(sum[:8])
-}
-
-// fitsScores says whether a fleetvm-capacity score lets a VM of the shape
-// in: the same test as the fit predicate of the Placement.
-func fitsScores(score *clusterv1alpha1.AddOnPlacementScore, shape string) bool {
-	if score == nil {
-		return false
-	}
-	for _, s := range score.Status.Scores {
-		if s.Name == shape {
-			return s.Value >= 1
-		}
-	}
-	return false
-}
-
-// scoreValue is one value of a score, 0 when missing.
-func scoreValue(score *clusterv1alpha1.AddOnPlacementScore, names ...string) int32 {
-	if score == nil {
-		return 0
-	}
-	var sum int32
-	for _, s := range score.Status.Scores {
-		if slices.Contains(names, s.Name) {
-			sum += s.Value
-		}
-	}
-	return sum
 }
 
 // clusterLoad counts the FleetVirtualMachines recorded on each cluster,

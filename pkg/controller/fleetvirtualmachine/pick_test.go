@@ -106,7 +106,7 @@ func TestCandidatePlacement(t *testing.T) {
 	base := func(ns, name string) *utiltesting.FleetVMWrapper {
 		return utiltesting.MakeFleetVM(ns, name).Env("prod").Clusters(2).VM(2, "4Gi")
 	}
-	a := r.candidatePlacement(base("team-a", "x").Obj(), sets, "")
+	a := r.candidatePlacement(base("team-a", "x").Obj(), sets)
 	same := map[string]*fleetv1alpha1.FleetVirtualMachine{
 		"colliding key": base("team", "a-x").Obj(),
 		"another count": base("other", "y").Clusters(5).Obj(),
@@ -117,14 +117,14 @@ func TestCandidatePlacement(t *testing.T) {
 		}(),
 	}
 	for what, fvm := range same {
-		if got := r.candidatePlacement(fvm, sets, ""); got.Name != a.Name {
+		if got := r.candidatePlacement(fvm, sets); got.Name != a.Name {
 			t.Errorf("%s: candidate Placement %s, want %s", what, got.Name, a.Name)
 		}
 	}
 	other := map[string]*clusterv1beta1.Placement{
-		"environment": r.candidatePlacement(base("team-a", "x").Env("dev").Obj(), sets, ""),
-		"shape":       r.candidatePlacement(base("team-a", "x").VM(4, "4Gi").Obj(), sets, ""),
-		"sets":        r.candidatePlacement(base("team-a", "x").Obj(), []string{"default", "edge"}, ""),
+		"environment": r.candidatePlacement(base("team-a", "x").Env("dev").Obj(), sets),
+		"shape":       r.candidatePlacement(base("team-a", "x").VM(4, "4Gi").Obj(), sets),
+		"sets":        r.candidatePlacement(base("team-a", "x").Obj(), []string{"default", "edge"}),
 	}
 	for what, p := range other {
 		if p.Name == a.Name {
@@ -141,8 +141,8 @@ func TestCandidatePlacement(t *testing.T) {
 	if len(cel) != 1 || !slices.Equal(cel, []string{fitExpression(mustShape(t, base("team-a", "x").Obj()), nil)}) {
 		t.Errorf("CEL predicates %q, want the fit alone", cel)
 	}
-	if withToken := r.candidatePlacement(base("team-a", "x").Obj(), sets, "abcd"); withToken.Name != a.Name {
-		t.Errorf("a reschedule token renamed the candidate Placement: %s", withToken.Name)
+	if withToken := withReschedule(a, "abcd"); withToken.Name != a.Name || withToken.Annotations[rescheduleAnnotation] != "abcd" || a.Annotations != nil {
+		t.Errorf("with a reschedule token: %s %v (the original: %v)", withToken.Name, withToken.Annotations, a.Annotations)
 	}
 }
 

@@ -101,10 +101,10 @@ func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, se
 // with the hash of its spec, which its name ends with.
 const candidatesLabel = "fleetvm.io/candidates"
 
-// candidatesPrefix starts the name of a candidate Placement. No
+// CandidatePlacementPrefix starts the name of a candidate Placement. No
 // FleetVirtualMachine's own objects ("fvm-<namespace>.<name>") nor a
 // cluster set's shared ones ("fleetvm-<set>") start with it.
-const candidatesPrefix = "fvm.candidates-"
+const CandidatePlacementPrefix = "fvm.candidates-"
 
 // candidatePlacement builds the candidate Placement a FleetVirtualMachine
 // picks its clusters from when FleetVirtualMachines share Placements: its
@@ -112,8 +112,8 @@ const candidatesPrefix = "fvm.candidates-"
 // in the fit predicate, and ranked by nothing that differs between
 // FleetVirtualMachines, so every FleetVirtualMachine with the same intent
 // builds the same spec. Its name is a hash of that spec. sets must be
-// sorted.
-func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets []string, reschedule string) *clusterv1beta1.Placement {
+// sorted. The reschedule token is set by the caller (withReschedule).
+func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets []string) *clusterv1beta1.Placement {
 	own := r.desiredPlacement(fvm, sets, nil, "")
 	spec := own.Spec
 	spec.NumberOfClusters = nil
@@ -129,14 +129,20 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 	hash := hex.EncodeToString(sum[:])[:16]
 	labels := managedLabels()
 	labels[candidatesLabel] = hash
-	annotations := map[string]string{}
-	if reschedule != "" {
-		annotations[rescheduleAnnotation] = reschedule
-	}
 	return &clusterv1beta1.Placement{
-		ObjectMeta: metav1.ObjectMeta{Name: candidatesPrefix + hash, Namespace: r.Config.ArgoNamespace, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: CandidatePlacementPrefix + hash, Namespace: r.Config.ArgoNamespace, Labels: labels},
 		Spec:       spec,
 	}
+}
+
+// withReschedule returns a copy of p with the reschedule token (none when
+// empty).
+func withReschedule(p *clusterv1beta1.Placement, token string) *clusterv1beta1.Placement {
+	p = p.DeepCopy()
+	if token != "" {
+		p.Annotations = map[string]string{rescheduleAnnotation: token}
+	}
+	return p
 }
 
 // isCandidatePlacement tells whether a Placement is a candidate Placement
@@ -144,7 +150,7 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 func isCandidatePlacement(p client.Object) bool {
 	l := p.GetLabels()
 	return l[fleetv1alpha1.LabelPartOf] == fleetv1alpha1.PartOfValue && l[candidatesLabel] != "" &&
-		p.GetName() == candidatesPrefix+l[candidatesLabel]
+		p.GetName() == CandidatePlacementPrefix+l[candidatesLabel]
 }
 
 // stickyAnnotation records on the Placement the clusters its fit

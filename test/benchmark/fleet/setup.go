@@ -26,6 +26,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -187,7 +188,7 @@ func (h *harness) startLoad(ctx context.Context) error {
 		// A candidate Placement (--shared-placements) is shared: the
 		// FleetVM's own stages are when its status names it, and when
 		// the hub shows the clusters it picked from it.
-		if p := cur.Status.Placement; p != nil && strings.HasPrefix(p.Name, candidatesPrefix) {
+		if p := cur.Status.Placement; p != nil && strings.HasPrefix(p.Name, fleetvirtualmachine.CandidatePlacementPrefix) {
 			now := time.Now()
 			h.stages.at(keyOf(cur), now, func(t *fvmTimes) *time.Time { return &t.placement })
 			if len(p.DecidedClusters) > 0 {
@@ -281,10 +282,6 @@ func (h *harness) startLoad(ctx context.Context) error {
 		return true, nil
 	})
 }
-
-// candidatesPrefix starts the names of fleetvm-hub's candidate
-// Placements.
-const candidatesPrefix = "fvm.candidates-"
 
 func (h *harness) startHub(ctx context.Context) error {
 	start := time.Now()

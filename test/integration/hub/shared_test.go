@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
@@ -54,7 +55,7 @@ func TestSharedPlacements(t *testing.T) {
 			t.Errorf("%s placed on %v, want [prod-a] (prod-b is full, dev-a is dev)", fvm.Name, d)
 		}
 		name := got.Status.Placement.Name
-		if !strings.HasPrefix(name, "fvm.candidates-") || placement != "" && name != placement {
+		if !strings.HasPrefix(name, fleetvirtualmachine.CandidatePlacementPrefix) || placement != "" && name != placement {
 			t.Fatalf("%s/%s uses Placement %q, want the candidate Placement shared with the first (%q)", fvm.Namespace, fvm.Name, name, placement)
 		}
 		placement = name
