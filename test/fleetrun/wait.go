@@ -2,11 +2,13 @@ package fleetrun
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -45,6 +47,34 @@ func Applications(t testing.TB, c client.Reader, argoNamespace string, key clien
 	out := map[string]argov1alpha1.Application{}
 	for _, a := range list.Items {
 		out[a.Labels[fleetv1alpha1.LabelCluster]] = a
+	}
+	return out
+}
+
+// Placements lists the names of the Placements the FleetVirtualMachine
+// uses: its own (labelled with its key, --shared-placements=false) and the
+// candidate Placement its status names when that exists (the default). A
+// converged FleetVirtualMachine uses exactly one.
+func Placements(t testing.TB, c client.Reader, argoNamespace string, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	t.Helper()
+	var own clusterv1beta1.PlacementList
+	if err := c.List(t.Context(), &own, client.InNamespace(argoNamespace), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range own.Items {
+		out = append(out, p.Name)
+	}
+	if p := fvm.Status.Placement; p != nil && p.Name != "" && !slices.Contains(out, p.Name) {
+		err := c.Get(t.Context(), client.ObjectKey{Namespace: argoNamespace, Name: p.Name}, &clusterv1beta1.Placement{})
+		switch {
+		case err == nil:
+			out = append(out, p.Name)
+		case !apierrors.IsNotFound(err):
+			t.Fatal(err)
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 )
 
 // ChaosConfig configures the chaos run: the fleet benchmark's fleet, with
@@ -41,8 +43,9 @@ type ChaosReport struct {
 	// Moved counts FleetVMs given an Application on more clusters than
 	// they ask for: a copy started elsewhere.
 	Moved int
-	// Placements and ApplicationSets count, per FleetVM, those the hub
-	// holds; Duplicates lists FleetVMs with other than one of each.
+	// Duplicates lists FleetVMs with other than one Placement (their own
+	// or a candidate Placement) and one ApplicationSet, and candidate
+	// Placements no FleetVM uses.
 	Duplicates []string
 	// Observed is how long after convergence the run kept watching (at
 	// least twice the grace period).
@@ -198,23 +201,46 @@ func (h *harness) chaos(ctx context.Context, cfg ChaosConfig, rep *ChaosReport) 
 	return h.countChildren(ctx, rep)
 }
 
-// countChildren checks every FleetVM has exactly one Placement and one
-// ApplicationSet.
+// countChildren checks every FleetVM uses exactly one Placement (its own,
+// or the candidate Placement its status names) and has one ApplicationSet,
+// and that no candidate Placement is left without a FleetVM.
 func (h *harness) countChildren(ctx context.Context, rep *ChaosReport) error {
 	perFVM := map[string][2]int{}
 	var placements clusterv1beta1.PlacementList
 	var appSets argov1alpha1.ApplicationSetList
+	var fvms fleetv1alpha1.FleetVirtualMachineList
 	labels := client.MatchingLabels{fleetv1alpha1.LabelFleetVMNamespace: chaosNS}
-	if err := h.admin.List(ctx, &placements, client.InNamespace(argoNS), labels); err != nil {
+	if err := h.admin.List(ctx, &placements, client.InNamespace(argoNS)); err != nil {
 		return err
 	}
 	if err := h.admin.List(ctx, &appSets, client.InNamespace(argoNS), labels); err != nil {
 		return err
 	}
+	if err := h.admin.List(ctx, &fvms, client.InNamespace(chaosNS)); err != nil {
+		return err
+	}
+	candidates := map[string]bool{} // name: used
 	for _, p := range placements.Items {
+		if strings.HasPrefix(p.Name, fleetvirtualmachine.CandidatePlacementPrefix) {
+			candidates[p.Name] = false
+			continue
+		}
+		if p.Labels[fleetv1alpha1.LabelFleetVMNamespace] != chaosNS {
+			continue
+		}
 		c := perFVM[p.Labels[fleetv1alpha1.LabelFleetVMName]]
 		c[0]++
 		perFVM[p.Labels[fleetv1alpha1.LabelFleetVMName]] = c
+	}
+	for _, f := range fvms.Items {
+		if p := f.Status.Placement; p != nil {
+			if _, ok := candidates[p.Name]; ok {
+				candidates[p.Name] = true
+				c := perFVM[f.Name]
+				c[0]++
+				perFVM[f.Name] = c
+			}
+		}
 	}
 	for _, a := range appSets.Items {
 		c := perFVM[a.Labels[fleetv1alpha1.LabelFleetVMName]]
@@ -225,6 +251,11 @@ func (h *harness) countChildren(ctx context.Context, rep *ChaosReport) error {
 		name := fmt.Sprintf("vm-%04d", i)
 		if c := perFVM[name]; c != [2]int{1, 1} {
 			rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("%s: %d Placements, %d ApplicationSets", name, c[0], c[1]))
+		}
+	}
+	for name, used := range candidates {
+		if !used {
+			rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("candidate Placement %s: no FleetVM uses it", name))
 		}
 	}
 	return nil

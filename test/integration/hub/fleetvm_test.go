@@ -31,6 +31,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
@@ -104,7 +105,7 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	// The real CRDs accepted every object FleetVM created: the Placement is
 	// there with the fit predicate, the ApplicationSet and shared objects too.
 	var p clusterv1beta1.Placement
-	if err := fleet.Hub.Client.Get(t.Context(), appSetKey(bigVM), &p); err != nil {
+	if err := fleet.Hub.Client.Get(t.Context(), placementKey(t, bigVM), &p); err != nil {
 		t.Fatal(err)
 	}
 	cel := p.Spec.Predicates[0].RequiredClusterSelector.CelSelector.CelExpressions
@@ -363,6 +364,7 @@ func TestDeletion(t *testing.T) {
 			key := client.ObjectKeyFromObject(fvm)
 			waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
 			apps := syncApps(t, fvm, 2)
+			placement := placementKey(t, fvm)
 
 			if err := fleet.Hub.Client.Delete(ctx, fvm); err != nil {
 				t.Fatal(err)
@@ -405,8 +407,10 @@ func TestDeletion(t *testing.T) {
 			}
 			err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
 				errF := fleet.Hub.Client.Get(ctx, key, &fleetv1alpha1.FleetVirtualMachine{})
-				errP := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &clusterv1beta1.Placement{})
-				return apierrors.IsNotFound(errF) && apierrors.IsNotFound(errP), nil
+				if !apierrors.IsNotFound(errF) {
+					return false, client.IgnoreNotFound(errF)
+				}
+				return placementReleased(ctx, placement)
 			})
 			if err != nil {
 				t.Fatalf("FleetVM and Placement not gone: %v", err)
@@ -470,7 +474,8 @@ func TestRestartAndRecreate(t *testing.T) {
 
 	// The Placement deleted by hand comes back.
 	var p clusterv1beta1.Placement
-	if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &p); err != nil {
+	placement := placementKey(t, fvm)
+	if err := fleet.Hub.Client.Get(ctx, placement, &p); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleet.Hub.Client.Delete(ctx, &p); err != nil {
@@ -478,7 +483,7 @@ func TestRestartAndRecreate(t *testing.T) {
 	}
 	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
 		var got clusterv1beta1.Placement
-		err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got)
+		err := fleet.Hub.Client.Get(ctx, placement, &got)
 		return err == nil && got.UID != p.UID, client.IgnoreNotFound(err)
 	})
 	if err != nil {
@@ -487,16 +492,13 @@ func TestRestartAndRecreate(t *testing.T) {
 
 	// Exactly one Placement and one ApplicationSet for the FleetVM.
 	labels := client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace}
-	var ps clusterv1beta1.PlacementList
 	var as argov1alpha1.ApplicationSetList
-	if err := fleet.Hub.Client.List(ctx, &ps, client.InNamespace(argoNS), labels); err != nil {
-		t.Fatal(err)
-	}
 	if err := fleet.Hub.Client.List(ctx, &as, client.InNamespace(argoNS), labels); err != nil {
 		t.Fatal(err)
 	}
-	if len(ps.Items) != 1 || len(as.Items) != 1 {
-		t.Errorf("after restart: %d Placements and %d ApplicationSets, want 1 and 1", len(ps.Items), len(as.Items))
+	latest := waitFor(t, key, "read", func(*fleetv1alpha1.FleetVirtualMachine) bool { return true })
+	if ps := fleetrun.Placements(t, fleet.Hub.Client, argoNS, latest); len(ps) != 1 || len(as.Items) != 1 {
+		t.Errorf("after restart: Placements %v and %d ApplicationSets, want 1 and 1", ps, len(as.Items))
 	}
 }
 

@@ -12,12 +12,14 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -197,6 +199,37 @@ func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[stri
 
 func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
 	return client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))}
+}
+
+// placementKey is the Placement the FleetVM's status names: the candidate
+// Placement it shares (the default), or its own (--shared-placements=false).
+func placementKey(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
+	t.Helper()
+	f := waitFor(t, client.ObjectKeyFromObject(fvm), "status names its Placement", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return f.Status.Placement != nil && f.Status.Placement.Name != ""
+	})
+	return client.ObjectKey{Namespace: argoNS, Name: f.Status.Placement.Name}
+}
+
+// placementReleased: the Placement is gone, or another FleetVM still uses
+// it (a candidate Placement goes with its last user).
+func placementReleased(ctx context.Context, key client.ObjectKey) (bool, error) {
+	err := fleet.Hub.Client.Get(ctx, key, &clusterv1beta1.Placement{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	var all fleetv1alpha1.FleetVirtualMachineList
+	if err := fleet.Hub.Client.List(ctx, &all); err != nil {
+		return false, err
+	}
+	for _, f := range all.Items {
+		if p := f.Status.Placement; f.DeletionTimestamp == nil && p != nil && p.Name == key.Name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

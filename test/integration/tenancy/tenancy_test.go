@@ -20,7 +20,6 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/addon"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
@@ -120,13 +119,14 @@ func TestSelectorReachingAnotherSet(t *testing.T) {
 	remove(t, fvm)
 	got := waitFVM(t, client.ObjectKeyFromObject(fvm), "not placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionPlaced)
-		return c != nil && c.Status == metav1.ConditionFalse && f.Status.ObservedGeneration == f.Generation
+		return c != nil && c.Status == metav1.ConditionFalse && f.Status.ObservedGeneration == f.Generation &&
+			f.Status.Placement != nil && f.Status.Placement.Name != ""
 	})
 	if len(got.Status.Clusters) != 0 {
 		t.Errorf("placed on %+v", got.Status.Clusters)
 	}
 	var p clusterv1beta1.Placement
-	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))}, &p); err != nil {
+	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: argoNS, Name: got.Status.Placement.Name}, &p); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Spec.ClusterSets) != 1 || p.Spec.ClusterSets[0] != "default" {
