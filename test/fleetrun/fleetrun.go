@@ -42,8 +42,9 @@ type Options struct {
 	// CapacityDebounce, CapacityResync and ScoreValidity tune the agents'
 	// capacity scores (the agent's defaults when 0).
 	CapacityDebounce, CapacityResync, ScoreValidity time.Duration
-	// SharedPlacements is fleetvm-hub's --shared-placements.
-	SharedPlacements bool
+	// PerFleetVMPlacements is fleetvm-hub's --shared-placements=false:
+	// one Placement per FleetVirtualMachine.
+	PerFleetVMPlacements bool
 }
 
 // FleetVM is FleetVM running on a fleet, as Run started it.
@@ -111,7 +112,7 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 	}
 	cfg := fleetvirtualmachine.DefaultConfig()
 	cfg.ArgoNamespace = opts.ArgoNamespace
-	cfg.SharedPlacements = opts.SharedPlacements
+	cfg.SharedPlacements = !opts.PerFleetVMPlacements
 	if opts.GracePeriod > 0 {
 		cfg.GracePeriod = opts.GracePeriod
 	}

@@ -78,8 +78,10 @@ type Config struct {
 	// a relabelled cluster's VMs move after it.
 	GracePeriod time.Duration
 
-	// SharedPlacements runs fleetvm-hub with --shared-placements.
-	SharedPlacements bool
+	// PerFleetVMPlacements runs fleetvm-hub with --shared-placements=false:
+	// one Placement per FleetVM instead of the candidate Placements
+	// FleetVMs of one intent share.
+	PerFleetVMPlacements bool
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration

@@ -85,9 +85,8 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--workers=" + strconv.Itoa(cfg.HubWorkers),
 		"--removal-grace-period=" + cfg.GracePeriod.String(),
 		"--zap-log-level=info",
-	}
-	if cfg.SharedPlacements {
-		args = append(args, "--shared-placements")
+		// Named either way, so hubArgs in the JSON says which ran.
+		"--shared-placements=" + strconv.FormatBool(!cfg.PerFleetVMPlacements),
 	}
 	cmd := exec.Command(cfg.HubBinary, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo

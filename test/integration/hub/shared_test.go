@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
-// TestSharedPlacements runs fleetvm-hub with --shared-placements: two
+// TestSharedPlacements: with fleetvm-hub's default --shared-placements, two
 // FleetVMs of the same intent in two namespaces share one candidate
 // Placement, which the real OCM scheduler decides without
 // numberOfClusters (every prod cluster the VM fits on); the hub picks each
@@ -24,18 +23,6 @@ import (
 // last.
 func TestSharedPlacements(t *testing.T) {
 	ctx := t.Context()
-	stopHub()
-	cfg := hubConfig()
-	cfg.SharedPlacements = true
-	if err := startHubWith(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopHub()
-		if err := startHub(context.Background()); err != nil { // outlives this test
-			t.Error(err)
-		}
-	})
 	s := shape("3", "3Gi")
 	publishScores(t, "prod-a", map[string]int32{s.Name(): 4})
 	publishScores(t, "prod-b", map[string]int32{s.Name(): 0})

@@ -64,11 +64,11 @@ var (
 	fleetVM *fleetrun.FleetVM
 )
 
-// sharedPlacements runs the suite with fleetvm-hub's --shared-placements
-// (`go test ./test/integration/safety -args -shared-placements`): the
+// sharedPlacements is fleetvm-hub's --shared-placements, its default: the
 // FleetVMs of one intent share a candidate Placement and the hub picks
-// their clusters.
-var sharedPlacements = flag.Bool("shared-placements", false, "run fleetvm-hub with --shared-placements")
+// their clusters. `go test ./test/integration/safety -args
+// -shared-placements=false` runs the suite with one Placement per FleetVM.
+var sharedPlacements = flag.Bool("shared-placements", true, "run fleetvm-hub with --shared-placements (false: one Placement per FleetVM)")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -130,7 +130,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
-		SharedPlacements: *sharedPlacements,
+		PerFleetVMPlacements: !*sharedPlacements,
 	})
 	return err
 }
