@@ -36,15 +36,22 @@ type Prioritizer string
 
 const (
 	// PrioritizerFreeCapacity prefers clusters with the most free CPU and
-	// memory, from the fleetvm-capacity AddOnPlacementScore. Every change
+	// memory, from the fleetvm-capacity AddOnPlacementScore: fleetvm-hub
+	// ranks the clusters of a shared candidate Placement by it. On a
+	// FleetVirtualMachine's own Placement (fleetvm-hub
+	// --shared-placements=false) it is OCM's prioritizer, and every change
 	// of any cluster's score (each agent renews it every 90 s) makes the
-	// OCM scheduler schedule such a Placement again.
+	// OCM scheduler schedule that Placement again.
 	PrioritizerFreeCapacity Prioritizer = "FreeCapacity"
-	// PrioritizerBalance spreads VMs over the clusters that fit them (OCM's
-	// Balance prioritizer: fewest placement decisions first) and keeps the
-	// clusters chosen before (Steady, weighted above it).
+	// PrioritizerBalance spreads VMs over the clusters that fit them:
+	// fewest FleetVirtualMachines first when fleetvm-hub picks from a
+	// shared candidate Placement; on its own Placement, OCM's Balance
+	// prioritizer (fewest placement decisions first) with the clusters
+	// chosen before kept (Steady, weighted above it).
 	PrioritizerBalance Prioritizer = "Balance"
-	// PrioritizerSteady keeps existing decisions stable (OCM's Steady prioritizer).
+	// PrioritizerSteady keeps existing decisions stable (OCM's Steady
+	// prioritizer on its own Placement); from a shared candidate Placement
+	// new clusters are picked as with Balance.
 	PrioritizerSteady Prioritizer = "Steady"
 )
 
@@ -404,9 +411,10 @@ type PlacementStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name,omitempty"`
-	// decidedClusters are the clusters in the OCM scheduler's current
-	// decision: where new copies may go. They show once OCM has marked
-	// the Placement scheduled. A cluster the VM already runs on stays
+	// decidedClusters are where new copies may go: fleetvm-hub's pick
+	// from the OCM scheduler's current decision of a shared candidate
+	// Placement, or that decision itself on the FleetVirtualMachine's own
+	// Placement. They show once OCM has marked the Placement scheduled. A cluster the VM already runs on stays
 	// placed even when it drops out of it (full, unreachable).
 	// +optional
 	// +kubebuilder:validation:MaxItems=10000
