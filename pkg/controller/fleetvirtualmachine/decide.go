@@ -272,7 +272,12 @@ func decidePlacement(in placementInput) placementOutcome {
 // leave records a cluster the intent excludes: leaving until the grace
 // period has passed, then removed, released or dropped.
 func (o *placementOutcome) leave(in placementInput, c string, p presence, i clusterIntent, now metav1.Time) {
-	since := now
+	// The status keeps whole seconds: the time recorded is rounded up, so
+	// the grace period read back from it is never short.
+	since := metav1.NewTime(now.Truncate(time.Second))
+	if since.Before(&now) {
+		since = metav1.NewTime(since.Add(time.Second))
+	}
 	if p.LeavingSince != nil {
 		since = *p.LeavingSince
 	}

@@ -299,14 +299,15 @@ func checkSequence(rng *rand.Rand, steps int) error {
 	reported := map[string]bool{}
 
 	for step := range steps {
-		// Time passes: mostly less than the grace period.
+		// Time passes: mostly less than the grace period, in milliseconds
+		// (the status keeps seconds).
 		switch rng.IntN(4) {
 		case 0:
-			now = now.Add(time.Duration(rng.IntN(int(grace/time.Second))) * time.Second)
+			now = now.Add(time.Duration(rng.IntN(int(grace/time.Millisecond))) * time.Millisecond)
 		case 1:
-			now = now.Add(grace + time.Duration(rng.IntN(60))*time.Second)
+			now = now.Add(grace + time.Duration(rng.IntN(60_000))*time.Millisecond)
 		default:
-			now = now.Add(time.Duration(rng.IntN(20)) * time.Second)
+			now = now.Add(time.Duration(rng.IntN(20_000)) * time.Millisecond)
 		}
 		// Intent flaps.
 		for _, c := range clusters {
@@ -404,7 +405,7 @@ func checkSequence(rng *rand.Rand, steps int) error {
 		// The shell acts: the status records the outcome, Argo CD creates
 		// the delivered clusters' Applications (sometimes late) and
 		// deletes the removed ones, the agents report what runs.
-		status = out.Clusters
+		status = stored(out.Clusters)
 		for _, c := range out.delivered() {
 			if apps[c] == appNone && rng.IntN(3) > 0 {
 				apps[c] = appLive
@@ -424,4 +425,17 @@ func checkSequence(rng *rand.Rand, steps int) error {
 		}
 	}
 	return nil
+}
+
+// stored is the status as the API server keeps it: times to the second
+// (metav1.Time is serialized as RFC 3339 without fractions).
+func stored(plans map[string]clusterPlan) map[string]clusterPlan {
+	out := make(map[string]clusterPlan, len(plans))
+	for c, p := range plans {
+		if p.Since != nil {
+			p.Since = ptr.To(metav1.NewTime(p.Since.Truncate(time.Second)))
+		}
+		out[c] = p
+	}
+	return out
 }
