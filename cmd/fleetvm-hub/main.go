@@ -35,6 +35,7 @@ func main() {
 		metricsAddr    string
 		metricsSecure  bool
 		probeAddr      string
+		pprofAddr      string
 		webhookPort    int
 		certDir        string
 		leaderElection bool
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to authenticated, authorized clients only (a token whose user may get the /metrics URL); false serves plain HTTP to anyone who reaches the port.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Health probe endpoint address.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Go profiling endpoint address (net/http/pprof, unauthenticated: bind it to localhost); 0 disables it.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Admission webhook port.")
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving certificate (tls.crt, tls.key); controller-runtime's default when empty.")
 	flag.BoolVar(&disableWebhook, "disable-webhooks", false, "Do not serve admission webhooks (the CRD's own validation still applies).")
@@ -117,6 +119,7 @@ func main() {
 			Client:                 hub.ClientOptions(),
 			Metrics:                metricsOptions(metricsAddr, metricsSecure),
 			HealthProbeBindAddress: probeAddr,
+			PprofBindAddress:       pprofAddr,
 			WebhookServer:          webhook.NewServer(webhookOpts),
 			LeaderElection:         leaderElection,
 			LeaderElectionID:       "fleetvm-hub.fleetvm.io",

@@ -119,6 +119,7 @@ func run() int {
 	}
 	defer func() { _ = hubLog.Close() }()
 	cfg.HubLog = hubLog
+	cfg.HubHeapProfile = filepath.Join(out, stamp+"-hub-heap.pprof")
 	cfg.Log = os.Stderr
 	// The harness's own controller-runtime clients log nothing.
 	ctrllog.SetLogger(logr.Discard())
@@ -172,7 +173,7 @@ func run() int {
 	for _, d := range report.Definitions {
 		fmt.Println("- " + d)
 	}
-	fmt.Printf("\nreport: %s\nhub log: %s\n", path, hubLog.Name())
+	fmt.Printf("\nreport: %s\nhub log: %s\nhub heap profile after the burst: %s\n", path, hubLog.Name(), cfg.HubHeapProfile)
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "\nbenchmark did not complete:", runErr)
 		return 1
@@ -228,6 +229,9 @@ func runSeries(ctx context.Context, cfg fleet.Config, points []point, path strin
 	for _, p := range points {
 		c := cfg
 		c.Clusters, c.FleetVMs = p.clusters, p.fleetVMs
+		if cfg.HubHeapProfile != "" {
+			c.HubHeapProfile = strings.TrimSuffix(cfg.HubHeapProfile, ".pprof") + fmt.Sprintf("-%dx%d.pprof", p.clusters, p.fleetVMs)
+		}
 		fmt.Fprintf(os.Stderr, "\n== series: %d clusters, %d FleetVMs (load average %s)\n", p.clusters, p.fleetVMs, loadAverage())
 		report, err := fleet.Run(ctx, c)
 		if report != nil {

@@ -78,6 +78,11 @@ type Config struct {
 	// a relabelled cluster's VMs move after it.
 	GracePeriod time.Duration
 
+	// HubHeapProfile, when set, is where the hub's heap profile (Go pprof,
+	// after a garbage collection) is written once the burst converged,
+	// when the hub holds the most.
+	HubHeapProfile string
+
 	// PerFleetVMPlacements runs fleetvm-hub with --shared-placements=false:
 	// one Placement per FleetVM instead of the candidate Placements
 	// FleetVMs of one intent share.

@@ -27,6 +27,7 @@ type hubProcess struct {
 	cmd        *exec.Cmd
 	args       []string
 	metricsURL string
+	pprofURL   string
 	done       chan error
 	exited     error
 }
@@ -71,6 +72,10 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 	if err != nil {
 		return nil, err
 	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--argocd-namespace=" + argoNS,
@@ -80,6 +85,7 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		// The harness scrapes the hub's reconcile counters on loopback.
 		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+		"--pprof-bind-address=127.0.0.1:" + strconv.Itoa(pprofPort),
 		"--kube-api-qps=" + strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
 		"--kube-api-burst=" + strconv.Itoa(cfg.HubBurst),
 		"--workers=" + strconv.Itoa(cfg.HubWorkers),
@@ -101,7 +107,9 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.HubBinary, err)
 	}
-	h := &hubProcess{cmd: cmd, args: args, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), done: make(chan error, 1)}
+	h := &hubProcess{cmd: cmd, args: args, done: make(chan error, 1),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort)}
 	go func() { h.done <- cmd.Wait() }()
 
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
@@ -168,4 +176,30 @@ func (h *hubProcess) stop() {
 		<-h.done
 	}
 	h.exited = errors.New("fleetvm-hub stopped")
+}
+
+// saveHeapProfile writes the hub's heap profile, after a garbage
+// collection, to path.
+func (h *hubProcess) saveHeapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.pprofURL+"heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", req.URL, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -229,6 +229,11 @@ func (h *harness) burst(ctx context.Context) error {
 	r.addDuration("burst: hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.addReconcileRows("burst", recBefore, recAfter)
 	h.memory("burst")
+	if h.cfg.HubHeapProfile != "" {
+		if err := h.hub.saveHeapProfile(ctx, h.cfg.HubHeapProfile); err != nil {
+			h.logf("the hub's heap profile: %v", err)
+		}
+	}
 	h.logf("burst: converged in %s", total.Truncate(time.Millisecond))
 	return nil
 }
