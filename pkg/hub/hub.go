@@ -67,7 +67,9 @@ type Options struct {
 }
 
 // CacheOptions strip managedFields from every cached object: the hub never
-// reads them, and they are often half an object's size.
+// reads them, and they are often half an object's size. Of Argo CD
+// Applications the cache keeps only what the hub reads
+// (fleetvirtualmachine.TrimApplication).
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub. The kinds FleetVM keeps in
 // Argo CD's namespace are cached only there: its RBAC there is a Role.
@@ -81,10 +83,12 @@ func CacheOptions(argoNamespace string) cache.Options {
 			&clusterv1beta1.Placement{}:         argo,
 			&clusterv1beta1.PlacementDecision{}: argo,
 			&argov1alpha1.ApplicationSet{}:      argo,
-			&argov1alpha1.Application{}:         argo,
-			&argov1alpha1.AppProject{}:          argo,
-			gitOpsCluster:                       argo,
-			&corev1.ConfigMap{}:                 {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+			// What the hub reads of an Application, not its spec and
+			// full status (a ByObject transform replaces the default one).
+			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: fleetvirtualmachine.TrimApplication},
+			&argov1alpha1.AppProject{}:  argo,
+			gitOpsCluster:               argo,
+			&corev1.ConfigMap{}:         {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 			// Only the fleetvm agents' capacity scores, not other addons'.
 			&clusterv1alpha1.AddOnPlacementScore{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName)},
 			// Only FleetVM's ManifestWorks (disk images), not the addons'.

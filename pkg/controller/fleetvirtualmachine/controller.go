@@ -397,7 +397,7 @@ func appStateOf(app *argov1alpha1.Application) appState {
 		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
 		if op.SyncResult != nil {
 			for _, res := range op.SyncResult.Resources {
-				if res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
+				if res != nil && res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
 					msg += "; " + res.Message
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -464,6 +465,11 @@ func TestRestartAndRecreate(t *testing.T) {
 			}
 			if ref := metav1.GetControllerOf(&got); ref == nil || ref.UID == appSet.UID {
 				return false, nil // not adopted yet
+			}
+			// The hub caches a trimmed Application (no spec) and patches
+			// only what it changed: the spec is intact.
+			if !equality.Semantic.DeepEqual(got.Spec, app.Spec) {
+				return false, errorf("Application of %s: the adoption changed its spec", c)
 			}
 		}
 		return true, nil
