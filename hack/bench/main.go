@@ -219,6 +219,7 @@ var seriesColumns = []struct{ head, row string }{
 	{"rest busy %", "OCM scheduler busy share"},
 	{"rest reconciles", "hub FleetVM reconciles"},
 	{"peak RSS MiB", "memory after at rest: hub peak RSS (VmHWM)"},
+	{"live heap MiB", "memory after burst: hub live heap after a GC"},
 }
 
 // runSeries runs every point on a fresh fleet, prints the series table

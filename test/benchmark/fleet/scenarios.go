@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
@@ -43,7 +44,8 @@ var definitions = []string{
 	"physical limit: creates per second of a small custom resource (BenchItem) by the same number of client goroutines, on the same API " +
 		"server, in the same run, right before the burst.",
 	"memory: VmRSS and VmHWM (peak) of the fleetvm-hub process (/proc/<pid>/status) at the end of each scenario; CPU: its user+system time. " +
-		"The hub runs with the Go soft memory limit it sets itself under the container limit in the settings (GOMEMLIMIT = 80 % of it; the chart's is 512 MiB).",
+		"The hub runs with the Go soft memory limit it sets itself under the container limit in the settings (GOMEMLIMIT = 80 % of it; the chart's is 512 MiB). " +
+		"Live heap: the hub's go_memstats_heap_alloc_bytes right after the garbage collection of its heap profile, once the burst converged: what it holds, where RSS also holds the heap's growth between collections.",
 }
 
 // physicalLimit measures raw creates per second of a small custom resource.
@@ -229,11 +231,7 @@ func (h *harness) burst(ctx context.Context) error {
 	r.addDuration("burst: hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.addReconcileRows("burst", recBefore, recAfter)
 	h.memory("burst")
-	if h.cfg.HubHeapProfile != "" {
-		if err := h.hub.saveHeapProfile(ctx, h.cfg.HubHeapProfile); err != nil {
-			h.logf("the hub's heap profile: %v", err)
-		}
-	}
+	h.liveHeap(ctx, "burst")
 	h.logf("burst: converged in %s", total.Truncate(time.Millisecond))
 	return nil
 }
@@ -307,6 +305,27 @@ func (h *harness) memory(scenario string) {
 	}
 	h.report.add("memory after "+scenario+": hub RSS", mib(st.RSS), "MiB")
 	h.report.add("memory after "+scenario+": hub peak RSS (VmHWM)", mib(st.HWM), "MiB")
+}
+
+// liveHeap adds what the hub's heap holds after a garbage collection:
+// what it needs, where the RSS also holds what the Go runtime lets the
+// heap grow to between collections. The collection is the heap profile's
+// (written to cfg.HubHeapProfile when set).
+func (h *harness) liveHeap(ctx context.Context, scenario string) {
+	path := h.cfg.HubHeapProfile
+	if path == "" {
+		path = os.DevNull
+	}
+	if err := h.hub.saveHeapProfile(ctx, path); err != nil {
+		h.logf("the hub's heap profile: %v", err)
+		return
+	}
+	ss, err := scrapeHTTP(ctx, h.hub.metricsURL)
+	if err != nil {
+		h.logf("read the hub's metrics: %v", err)
+		return
+	}
+	h.report.add("memory after "+scenario+": hub live heap after a GC", mib(int64(ss.sum("go_memstats_heap_alloc_bytes", nil))), "MiB")
 }
 
 // hubSelfWrites is the hub's own count of its mutating requests
