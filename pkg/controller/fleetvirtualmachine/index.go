@@ -57,13 +57,19 @@ func wantsCandidates(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
 	if fvm.Spec.Placement.Clusters == nil {
 		return p.Name, true
 	}
-	placed := 0
+	return p.Name, len(placedClusters(fvm)) < int(*fvm.Spec.Placement.Clusters)
+}
+
+// placedClusters are the clusters the status records the VM on, neither
+// leaving nor being removed from.
+func placedClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	var out []string
 	for _, c := range fvm.Status.Clusters {
 		if c.LeavingSince == nil && c.RemovingSince == nil {
-			placed++
+			out = append(out, c.Cluster)
 		}
 	}
-	return p.Name, placed < int(*fvm.Spec.Placement.Clusters)
+	return out
 }
 
 // SetupIndexes registers the indexes the controller lists by.

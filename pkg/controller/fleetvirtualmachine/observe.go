@@ -202,20 +202,21 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		return nil
 	}
 	in := pickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.of,
-		Fits: func(string) bool { return true }}
-	for _, c := range fvm.Status.Clusters {
-		if c.LeavingSince == nil && c.RemovingSince == nil {
-			in.Placed = append(in.Placed, c.Cluster)
-		}
-	}
+		Fits: func(string) bool { return true }, Placed: placedClusters(fvm)}
 	// The agent's current score, as the fit predicate reads it (none: the
-	// VM does not fit).
+	// VM does not fit), read once per cluster: ranking by free capacity
+	// and checking the fit both ask for it.
+	scores := map[string]map[string]int32{}
 	score := func(cluster string) map[string]int32 {
+		if v, ok := scores[cluster]; ok {
+			return v
+		}
 		s := &clusterv1alpha1.AddOnPlacementScore{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, s); err != nil {
-			return nil
+			s = nil
 		}
-		return capacity.ScoreValues(s)
+		scores[cluster] = capacity.ScoreValues(s)
+		return scores[cluster]
 	}
 	if shape, ok := capacity.ShapeOf(fvm); ok {
 		in.Fits = func(c string) bool { return score(c)[shape.Name()] >= 1 }
