@@ -51,6 +51,16 @@ func Applications(t testing.TB, c client.Reader, argoNamespace string, key clien
 	return out
 }
 
+// PlacementName waits until the FleetVirtualMachine's status names its
+// Placement (the candidate Placement it shares, or its own) and returns
+// the name.
+func PlacementName(t testing.TB, c client.Reader, key client.ObjectKey, timeout time.Duration) string {
+	t.Helper()
+	return WaitFVM(t, c, key, timeout, "status names its Placement", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return f.Status.Placement != nil && f.Status.Placement.Name != ""
+	}).Status.Placement.Name
+}
+
 // Placements lists the names of the Placements the FleetVirtualMachine
 // uses: its own (labelled with its key, --shared-placements=false) and the
 // candidate Placement its status names when that exists (the default). A

@@ -205,10 +205,7 @@ func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
 // Placement it shares (the default), or its own (--shared-placements=false).
 func placementKey(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
 	t.Helper()
-	f := waitFor(t, client.ObjectKeyFromObject(fvm), "status names its Placement", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		return f.Status.Placement != nil && f.Status.Placement.Name != ""
-	})
-	return client.ObjectKey{Namespace: argoNS, Name: f.Status.Placement.Name}
+	return client.ObjectKey{Namespace: argoNS, Name: fleetrun.PlacementName(t, fleet.Hub.Client, client.ObjectKeyFromObject(fvm), wait)}
 }
 
 // placementReleased: the Placement is gone, or another FleetVM still uses

@@ -392,8 +392,5 @@ func expectDeletions(t *testing.T, mark int, ns string, want ...deletion) {
 // status names: its own, or the candidate Placement it shares.
 func placementOf(t *testing.T, key client.ObjectKey) string {
 	t.Helper()
-	f := waitFVM(t, key, "status names its Placement", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		return f.Status.Placement != nil && f.Status.Placement.Name != ""
-	})
-	return f.Status.Placement.Name
+	return fleetrun.PlacementName(t, fleet.Hub.Client, key, wait)
 }
