@@ -69,13 +69,17 @@ func TestPlacementSelectsProdClusters(t *testing.T) {
 		t.Fatalf("PlacementDecision clusters (-want,+got):\n%s\nwaiting: %v", cmp.Diff(want, got), err)
 	}
 
-	// The decision is the scheduler's: the Placement's status says so too.
+	// The decision is the scheduler's: the Placement's status says so too
+	// (OCM writes it right after the decision).
 	var p clusterv1beta1.Placement
-	if err := hub.Get(ctx, client.ObjectKeyFromObject(placement), &p); err != nil {
-		t.Fatal(err)
-	}
-	if p.Status.NumberOfSelectedClusters != 2 {
-		t.Errorf("Placement status numberOfSelectedClusters = %d, want 2", p.Status.NumberOfSelectedClusters)
+	err = fleetenv.Eventually(ctx, 30*time.Second, func() (bool, error) {
+		if err := hub.Get(ctx, client.ObjectKeyFromObject(placement), &p); err != nil {
+			return false, err
+		}
+		return p.Status.NumberOfSelectedClusters == 2, nil
+	})
+	if err != nil {
+		t.Errorf("Placement status numberOfSelectedClusters = %d, want 2: %v", p.Status.NumberOfSelectedClusters, err)
 	}
 
 	// A dev cluster relabelled prod joins the decision: the scheduler reacts
