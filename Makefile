@@ -119,7 +119,6 @@ test: test-binaries ## Run all tests: vet, unit (-race), integration on real API
 ifeq ($(PKGS),./...)
 	$(GO) test -count=1 $(UNIT_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(INTEGRATION_PKGS) $(E2E_PKGS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/integration/safety -args -shared-placements=false
 else
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
 endif

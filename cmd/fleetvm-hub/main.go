@@ -55,7 +55,6 @@ func main() {
 	flag.StringVar(&c.Chart.Chart, "vm-chart-name", c.Chart.Chart, "Chart name in a Helm repository (empty for a git repository).")
 	flag.StringVar(&c.Chart.TargetRevision, "vm-chart-revision", c.Chart.TargetRevision, "Git revision or chart version of the fleetvm-vm chart.")
 	flag.DurationVar(&c.GracePeriod, "removal-grace-period", c.GracePeriod, "How long a cluster must stay excluded by the user's intent (its labels or cluster sets, the FleetVirtualMachine's spec) before its VM is removed. Capacity and availability never remove a VM.")
-	flag.BoolVar(&c.SharedPlacements, "shared-placements", c.SharedPlacements, "FleetVirtualMachines with the same cluster sets, environment, selector, tolerations and VM shape share one OCM Placement that decides every cluster that qualifies and fits; the hub picks each one's clusters from it, fewest FleetVirtualMachines first. One scheduler run for many FleetVirtualMachines instead of one each. False: one Placement per FleetVirtualMachine, with numberOfClusters and the clusters its VM runs on.")
 	flag.Var(tenancy.KindsFlag(&c.TenantKinds), "tenant-kinds", "Namespaced kinds a namespace's FleetVirtualMachines may deliver, as group/Kind (Kind alone for the core group), comma-separated: their Argo CD AppProject allows these and nothing cluster-scoped.")
 	opts.DiskImages = fleetdiskimage.DefaultConfig()
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")

@@ -71,7 +71,6 @@ func run() int {
 	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
 	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
 	hubMemory := flag.String("hub-memory-limit", "512Mi", "Container memory limit the hub runs as if under (the chart's): it gets the Go soft limit it would set itself there. 0: none.")
-	sharedPlacements := flag.Bool("shared-placements", true, "fleetvm-hub --shared-placements: FleetVMs of one intent share a candidate Placement (false: one Placement per FleetVM).")
 	flag.DurationVar(&cfg.GracePeriod, "grace-period", 30*time.Second, "fleetvm-hub --removal-grace-period: the decision change's VMs move after it.")
 	flag.DurationVar(&cfg.Rest, "rest", 5*time.Minute, "How long the at-rest scenario idles.")
 	flag.StringVar(&statusK, "status-k", "1,10,100", "Numbers of VM reports flipped at once in the status latency scenario.")
@@ -85,7 +84,6 @@ func run() int {
 	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst and the at-rest scenario after it.")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
-	cfg.PerFleetVMPlacements = !*sharedPlacements
 	memLimit, err := resource.ParseQuantity(*hubMemory)
 	if err != nil || memLimit.Sign() < 0 {
 		fmt.Fprintf(os.Stderr, "--hub-memory-limit %q: want a quantity such as 512Mi, or 0\n", *hubMemory)

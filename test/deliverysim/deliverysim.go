@@ -10,7 +10,10 @@
 //   - the Application's status is set to Synced and Healthy once applied
 //     (no diffing, no health assessment);
 //   - deleting an Application that carries Argo CD's resources finalizer
-//     deletes what it rendered, then removes the finalizer;
+//     deletes what it rendered, then removes the finalizer; as Argo CD's
+//     finalizeApplicationDeletion, only while its AppProject exists:
+//     without it the Application gets a DeletionError condition ("error
+//     getting app project") and stays;
 //   - as Argo CD, a destination needs a cluster secret in the Argo CD
 //     namespace (label argocd.argoproj.io/secret-type=cluster, data.name
 //     the destination's name): without one the Application gets Argo CD's
@@ -38,6 +41,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/glob"
@@ -196,6 +200,14 @@ func (a *apps) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		}
 		if renderErr != nil {
 			return ctrl.Result{}, renderErr
+		}
+		if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.opts.Namespace, Name: app.Spec.Project}, &argov1alpha1.AppProject{}); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+			// Argo CD retries on its own resync; so does the stand-in.
+			return ctrl.Result{RequeueAfter: projectRetry}, a.setCondition(ctx, app, argov1alpha1.ApplicationConditionDeletionError,
+				fmt.Sprintf("error getting app project %q: appproject.argoproj.io %q not found", app.Spec.Project, app.Spec.Project))
 		}
 		for _, o := range objs {
 			if err := cluster.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
@@ -375,6 +387,22 @@ func (a *apps) clusterSecretExists(ctx context.Context, name string) (bool, erro
 		}
 	}
 	return false, nil
+}
+
+// projectRetry is how soon a deletion waiting for its AppProject is tried
+// again.
+const projectRetry = 2 * time.Second
+
+// setCondition gives the Application one condition of Argo CD's.
+func (a *apps) setCondition(ctx context.Context, app *argov1alpha1.Application, kind, message string) error {
+	for _, c := range app.Status.Conditions {
+		if c.Type == kind && c.Message == message {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(app.DeepCopy())
+	app.Status.Conditions = append(app.Status.Conditions, argov1alpha1.ApplicationCondition{Type: kind, Message: message})
+	return a.client.Patch(ctx, app, patch)
 }
 
 // setInvalid gives the Application Argo CD's InvalidSpecError condition.

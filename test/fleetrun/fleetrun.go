@@ -42,9 +42,6 @@ type Options struct {
 	// CapacityDebounce, CapacityResync and ScoreValidity tune the agents'
 	// capacity scores (the agent's defaults when 0).
 	CapacityDebounce, CapacityResync, ScoreValidity time.Duration
-	// PerFleetVMPlacements is fleetvm-hub's --shared-placements=false:
-	// one Placement per FleetVirtualMachine.
-	PerFleetVMPlacements bool
 }
 
 // FleetVM is FleetVM running on a fleet, as Run started it.
@@ -61,6 +58,8 @@ type FleetVM struct {
 	agents map[string]context.CancelFunc
 	hubCfg map[string]*rest.Config
 	wg     sync.WaitGroup
+	// stopHub stops fleetvm-hub's manager and returns once it stopped.
+	stopHub func()
 }
 
 // Run starts FleetVM on the fleet until ctx ends: fleetvm-hub's
@@ -99,27 +98,9 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 			return nil, err
 		}
 	}
-	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
-		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(opts.ArgoNamespace),
-		Client:     hub.ClientOptions(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Logger:     opts.Logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
+	if err := r.StartHub(); err != nil {
 		return nil, err
 	}
-	cfg := fleetvirtualmachine.DefaultConfig()
-	cfg.ArgoNamespace = opts.ArgoNamespace
-	cfg.SharedPlacements = !opts.PerFleetVMPlacements
-	if opts.GracePeriod > 0 {
-		cfg.GracePeriod = opts.GracePeriod
-	}
-	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: opts.Clock}); err != nil {
-		return nil, err
-	}
-	go func() { _ = mgr.Start(ctx) }()
 	go func() {
 		_ = deliverysim.Run(ctx, deliverysim.Options{
 			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: opts.ArgoNamespace, ChartRoot: root,
@@ -127,6 +108,52 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 		})
 	}()
 	return r, nil
+}
+
+// StartHub starts fleetvm-hub's reconcilers (Run does), with an empty
+// cache: a restarted or restored hub.
+func (r *FleetVM) StartHub() error {
+	mgr, err := ctrl.NewManager(r.f.Hub.Config, ctrl.Options{
+		Scheme:     hub.Scheme(),
+		Cache:      hub.CacheOptions(r.opts.ArgoNamespace),
+		Client:     hub.ClientOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Logger:     r.opts.Logger,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	cfg := fleetvirtualmachine.DefaultConfig()
+	cfg.ArgoNamespace = r.opts.ArgoNamespace
+	if r.opts.GracePeriod > 0 {
+		cfg.GracePeriod = r.opts.GracePeriod
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: r.opts.Clock}); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(ctx)
+	}()
+	r.mu.Lock()
+	r.stopHub = func() { cancel(); <-done }
+	r.mu.Unlock()
+	return nil
+}
+
+// StopHub stops fleetvm-hub's reconcilers and returns once they stopped.
+func (r *FleetVM) StopHub() {
+	r.mu.Lock()
+	stop := r.stopHub
+	r.stopHub = nil
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // ClusterSecret creates the Argo CD cluster secret of a registered

@@ -62,8 +62,8 @@ func PlacementName(t testing.TB, c client.Reader, key client.ObjectKey, timeout 
 }
 
 // Placements lists the names of the Placements the FleetVirtualMachine
-// uses: its own (labelled with its key, --shared-placements=false) and the
-// candidate Placement its status names when that exists (the default). A
+// uses: any labelled with its key (an earlier version's own Placement,
+// which the hub removes) and the candidate Placement its status names. A
 // converged FleetVirtualMachine uses exactly one.
 func Placements(t testing.TB, c client.Reader, argoNamespace string, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 	t.Helper()

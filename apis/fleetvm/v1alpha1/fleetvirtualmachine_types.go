@@ -37,21 +37,14 @@ type Prioritizer string
 const (
 	// PrioritizerFreeCapacity prefers clusters with the most free CPU and
 	// memory, from the fleetvm-capacity AddOnPlacementScore: fleetvm-hub
-	// ranks the clusters of a shared candidate Placement by it. On a
-	// FleetVirtualMachine's own Placement (fleetvm-hub
-	// --shared-placements=false) it is OCM's prioritizer, and every change
-	// of any cluster's score (each agent renews it every 90 s) makes the
-	// OCM scheduler schedule that Placement again.
+	// ranks the clusters of the shared candidate Placement by it.
 	PrioritizerFreeCapacity Prioritizer = "FreeCapacity"
 	// PrioritizerBalance spreads VMs over the clusters that fit them:
-	// fewest FleetVirtualMachines first when fleetvm-hub picks from a
-	// shared candidate Placement; on its own Placement, OCM's Balance
-	// prioritizer (fewest placement decisions first) with the clusters
-	// chosen before kept (Steady, weighted above it).
+	// fleetvm-hub picks from the shared candidate Placement the clusters
+	// with the fewest FleetVirtualMachines first.
 	PrioritizerBalance Prioritizer = "Balance"
-	// PrioritizerSteady keeps existing decisions stable (OCM's Steady
-	// prioritizer on its own Placement); from a shared candidate Placement
-	// new clusters are picked as with Balance.
+	// PrioritizerSteady picks new clusters as Balance does; the clusters a
+	// VM runs on are kept whatever the prioritizer.
 	PrioritizerSteady Prioritizer = "Steady"
 )
 

@@ -6,8 +6,8 @@ import (
 )
 
 // TrimApplication is the hub's cache transform for Argo CD Applications:
-// it keeps what the hub reads of one (its metadata, Argo CD's sync and
-// health status, its conditions, and the phase and messages of a failed
+// it keeps what the hub reads of one (its metadata and project, Argo CD's
+// sync and health status, its conditions, and the phase and messages of a failed
 // sync: appStateOf, removalBlocked) and drops the rest before it enters
 // the cache. An Application's spec carries the VM template in its Helm
 // values, and its status grows with every resource it syncs (resources,
@@ -21,7 +21,9 @@ func TrimApplication(obj any) (any, error) {
 		return obj, nil
 	}
 	app.ManagedFields = nil
-	app.Spec = argov1alpha1.ApplicationSpec{}
+	// The project: a namespace's AppProject goes only once no Application
+	// runs under it (cleanupTenant).
+	app.Spec = argov1alpha1.ApplicationSpec{Project: app.Spec.Project}
 	app.Operation = nil
 	st := app.Status
 	app.Status = argov1alpha1.ApplicationStatus{

@@ -29,12 +29,6 @@ type Config struct {
 	// TenantKinds are the namespaced kinds a namespace's AppProject lets
 	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
 	TenantKinds []metav1.GroupKind
-	// SharedPlacements (the default): FleetVirtualMachines with the same
-	// intent share one candidate Placement, which the OCM scheduler
-	// decides once for all of them, and the hub picks each one's clusters
-	// from its decision (pick.go). Off: every FleetVirtualMachine has its
-	// own Placement, which the scheduler decides for it alone.
-	SharedPlacements bool
 }
 
 // ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git
@@ -60,7 +54,5 @@ func DefaultConfig() Config {
 		GracePeriod:    5 * time.Minute,
 		ImageNamespace: diskimage.DefaultNamespace,
 		TenantKinds:    tenancy.DefaultKinds(),
-		// One scheduler run per intent, not per FleetVirtualMachine.
-		SharedPlacements: true,
 	}
 }

@@ -41,6 +41,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -112,12 +113,13 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, fvm); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.observeImages(req.NamespacedName, nil)
-			r.alarms.set(req.NamespacedName, 0)
-			r.expect.Forget(req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.observeImages(req.NamespacedName, nil)
+		r.alarms.set(req.NamespacedName, 0)
+		r.expect.Forget(req.NamespacedName)
+		return r.sweepReleased(ctx, req.Namespace)
 	}
 	if !r.expect.Satisfied(fvm) {
 		// The cache has not seen this controller's last write yet; its
@@ -146,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	in := statusInputs{
 		Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
-		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace, Name: ChildName(req.NamespacedName)},
+		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace},
 	}
 
 	// 1. Read.
@@ -155,11 +157,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, err)
 	}
 	in.UnboundSets = obs.Unbound
-	if r.Config.SharedPlacements {
-		in.PlacementRef.Name = ""
-		if obs.Candidate != nil {
-			in.PlacementRef.Name = obs.Candidate.Name
-		}
+	if obs.Candidate != nil {
+		in.PlacementRef.Name = obs.Candidate.Name
 	}
 	if len(obs.Allowed) == 0 {
 		// No set this namespace may use: nothing new is placed.
@@ -190,15 +189,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.PlacementErr != nil {
 		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
 	} else if len(obs.Allowed) > 0 {
-		reschedule := rescheduleToken(obs.Placement, waiting, qualifying)
-		var want *clusterv1beta1.Placement
-		if r.Config.SharedPlacements {
-			want = withReschedule(obs.Candidate, reschedule)
-		} else {
-			sticky, hasSticky := currentSticky(obs.Placement)
-			sticky = stickyClusters(sticky, hasSticky, outcome.delivered(), obs.Decision, obs.Scheduled)
-			want = r.desiredPlacement(fvm, obs.Allowed, sticky, reschedule)
-		}
+		want := withReschedule(obs.Candidate, rescheduleToken(obs.Placement, waiting, qualifying))
 		if p, written, err := r.reconcilePlacement(ctx, fvm, want, obs.Placement); err != nil {
 			in.PlacementErr = errors.Join(in.PlacementErr, err)
 		} else if written {
@@ -599,12 +590,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return ownerOrUsers(ctx, p, candidateUsers, false)
 	})
-	reports := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-		r, ok := obj.(*fleetv1alpha1.VMReport)
+	// A report wakes the FleetVirtualMachine it names, and those that
+	// claim a VM it lists (a copy left by another FleetVirtualMachine).
+	reports := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		report, ok := obj.(*fleetv1alpha1.VMReport)
 		if !ok {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Spec.FleetVM.Namespace, Name: r.Spec.FleetVM.Name}}}
+		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: report.Spec.FleetVM.Namespace, Name: report.Spec.FleetVM.Name}}}
+		for _, vm := range report.Spec.VMs {
+			for _, req := range r.fleetVMsMatching(ctx, "claiming a reported VM", obj, client.InNamespace(vm.Namespace),
+				client.MatchingFields{vmclaim.IndexVM: vm.Namespace + "/" + vm.Name}) {
+				if !slices.Contains(reqs, req) {
+					reqs = append(reqs, req)
+				}
+			}
+		}
+		return reqs
 	})
 	workers := r.MaxConcurrentReconciles
 	if workers == 0 {

@@ -72,11 +72,14 @@ type presence struct {
 	Reported bool
 }
 
-// present tells whether FleetVM has the VM on the cluster: it recorded it
-// there or an Application delivers it. A VM only reported by an agent is
-// not adopted (its copy was left by an earlier FleetVirtualMachine, or
-// made by hand).
-func (p presence) present() bool { return p.Recorded || p.App != appNone }
+// present tells whether the VM is on the cluster: FleetVM recorded it
+// there, an Application delivers it, or the cluster's agent reports it.
+// The clusters are the truth: a copy only reported (left running by an
+// earlier FleetVirtualMachine deleted with Orphan, after a hub restore,
+// on a cluster imported again) is adopted: it stays, counts toward
+// spec.placement.clusters and follows the same grace-period rule as any
+// other.
+func (p presence) present() bool { return p.Recorded || p.App != appNone || p.Reported }
 
 // placementInput is everything the decision reads.
 type placementInput struct {
@@ -85,6 +88,12 @@ type placementInput struct {
 	// Desired is spec.placement.clusters; nil means every cluster that
 	// qualifies.
 	Desired *int32
+	// DesiredBefore is the number of copies the status last said were
+	// desired (nil: no status yet, as for a FleetVirtualMachine created or
+	// restored from a backup). Only a Desired lower than it makes copies
+	// leave for being too many: copies found running beyond Desired are the
+	// clusters' truth, kept and shown, not removed (Surplus).
+	DesiredBefore *int32
 	// Scheduled says Decision is the OCM scheduler's answer to the
 	// Placement as it is now; until then nothing is added.
 	Scheduled bool
@@ -136,6 +145,11 @@ type placementOutcome struct {
 	Dropped []string
 	// LookAgain is when a leaving cluster's grace period ends (0: none).
 	LookAgain time.Duration
+	// Surplus are placed clusters beyond spec.placement.clusters that are
+	// kept: more copies run than asked (found on the clusters), and the
+	// user's intent did not lower the count. Nothing removes them on its
+	// own; the status says where they run.
+	Surplus []string
 }
 
 // delivered are the clusters the ApplicationSet delivers to, sorted:
@@ -222,9 +236,13 @@ func decidePlacement(in placementInput) placementOutcome {
 		}
 	}
 
-	// Fewer copies asked for than placed: the surplus leaves. Clusters
-	// already leaving go first (so the choice does not flap), then those
-	// the scheduler no longer picks, then by name.
+	// Fewer copies asked for than placed. When the user lowered
+	// spec.placement.clusters, the surplus leaves: clusters already
+	// leaving go first (so the choice does not flap), then those the
+	// scheduler no longer picks, then by name. Otherwise (copies found
+	// running, none asked away) only those already leaving go on leaving;
+	// the others are kept and reported as surplus.
+	lowered := in.Desired != nil && in.DesiredBefore != nil && *in.Desired < *in.DesiredBefore
 	if in.Desired != nil && len(placed) > int(*in.Desired) {
 		slices.SortStableFunc(placed, func(a, b string) int {
 			la, lb := in.Clusters[a].LeavingSince != nil, in.Clusters[b].LeavingSince != nil
@@ -237,10 +255,15 @@ func decidePlacement(in placementInput) placementOutcome {
 			return 0
 		})
 		for _, c := range placed[int(*in.Desired):] {
+			if !lowered && in.Clusters[c].LeavingSince == nil {
+				out.Surplus = append(out.Surplus, c)
+				continue
+			}
 			out.leave(in, c, in.Clusters[c], clusterIntent{
 				Kind: intentExcluded, Reason: fmt.Sprintf("spec.placement.clusters asks for %d", *in.Desired),
 			}, now)
 		}
+		slices.Sort(out.Surplus)
 	}
 
 	// New copies go where the scheduler decided, to clusters the intent

@@ -38,10 +38,11 @@ type summaryOf struct {
 	Release   []string
 	Dropped   []string
 	LookAgain time.Duration
+	Surplus   []string
 }
 
 func summarizeOutcome(o placementOutcome) summaryOf {
-	s := summaryOf{States: map[string]string{}, Remove: o.Remove, Release: o.Release, Dropped: o.Dropped, LookAgain: o.LookAgain}
+	s := summaryOf{States: map[string]string{}, Remove: o.Remove, Release: o.Release, Dropped: o.Dropped, LookAgain: o.LookAgain, Surplus: o.Surplus}
 	for c, p := range o.Clusters {
 		st := string(p.State)
 		if p.Added {
@@ -102,11 +103,36 @@ func TestDecidePlacement(t *testing.T) {
 				Intent:   map[string]clusterIntent{"a": included(), "b": included(), "c": included(), "d": included()}},
 			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Placed"}},
 		},
-		"a VM only an agent reports (left by an earlier FleetVM) is not adopted": {
+		"a copy only an agent reports (left by an earlier FleetVM) is adopted: no second copy": {
 			in: placementInput{Now: t0, Scheduled: true, Desired: ptr.To(int32(1)), Decision: []string{"b"},
 				Clusters: map[string]presence{"a": {Reported: true}},
+				Intent:   map[string]clusterIntent{"a": included(), "b": included()}},
+			want: summaryOf{States: map[string]string{"a": "Placed"}},
+		},
+		"restored hub, no status, no Applications: every reported copy adopted, none added": {
+			in: placementInput{Now: t0, Scheduled: true, Desired: ptr.To(int32(2)), Decision: []string{"c", "d"},
+				Clusters: map[string]presence{"a": {Reported: true}, "b": {Reported: true}},
+				Intent:   map[string]clusterIntent{"a": included(), "b": included(), "c": included(), "d": included()}},
+			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Placed"}},
+		},
+		"an adopted copy the intent excludes leaves by the grace-period rule": {
+			in: placementInput{Now: t0, GracePeriod: grace, Scheduled: true, Desired: ptr.To(int32(1)), Decision: []string{"b"},
+				Clusters: map[string]presence{"a": {Reported: true}},
 				Intent:   map[string]clusterIntent{"a": excluded(), "b": included()}},
-			want: summaryOf{States: map[string]string{"b": "Placed+added"}},
+			want: summaryOf{States: map[string]string{"a": "Leaving@0s"}, LookAgain: grace},
+		},
+		"an unreachable cluster's reported copy counts: not replaced": {
+			in: placementInput{Now: t0, Scheduled: true, Desired: ptr.To(int32(1)), Decision: []string{"b"},
+				Clusters: map[string]presence{"a": {Reported: true}},
+				Intent:   map[string]clusterIntent{"b": included()}},
+			want: summaryOf{States: map[string]string{"a": "Placed"}},
+		},
+		"more copies run than asked (found, not asked away): all kept, shown as surplus": {
+			in: placementInput{Now: t0, GracePeriod: grace, Scheduled: true, Desired: ptr.To(int32(1)), DesiredBefore: ptr.To(int32(1)),
+				Decision: []string{"a"},
+				Clusters: map[string]presence{"a": running(), "b": {Reported: true}},
+				Intent:   map[string]clusterIntent{"a": included(), "b": included()}},
+			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Placed"}, Surplus: []string{"b"}},
 		},
 		"label changed: leaving, look again when the grace period ends": {
 			in: placementInput{Now: t0, GracePeriod: grace, Scheduled: true, Decision: nil,
@@ -183,7 +209,7 @@ func TestDecidePlacement(t *testing.T) {
 			want: summaryOf{States: map[string]string{"a": "Leaving@0s"}, LookAgain: grace},
 		},
 		"clusters lowered 3 to 2: the one the scheduler no longer picks leaves": {
-			in: placementInput{Now: t0, GracePeriod: grace, Desired: ptr.To(int32(2)), Scheduled: true, Decision: []string{"a", "c"},
+			in: placementInput{Now: t0, GracePeriod: grace, Desired: ptr.To(int32(2)), DesiredBefore: ptr.To(int32(3)), Scheduled: true, Decision: []string{"a", "c"},
 				Clusters: map[string]presence{"a": running(), "b": running(), "c": running()},
 				Intent:   map[string]clusterIntent{"a": included(), "b": included(), "c": included()}},
 			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Leaving@0s", "c": "Placed"}, LookAgain: grace},
@@ -209,36 +235,6 @@ func TestDecidePlacement(t *testing.T) {
 			got := summarizeOutcome(decidePlacement(tc.in))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("outcome (-want,+got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestStickyClusters(t *testing.T) {
-	cases := map[string]struct {
-		current            []string
-		hasCurrent         bool
-		delivered, decided []string
-		scheduled          bool
-		want               []string
-	}{
-		"new Placement: none":                                 {want: nil},
-		"first decision delivered: no rewrite":                {hasCurrent: true, delivered: []string{"a", "b"}, decided: []string{"a", "b"}, scheduled: true, want: nil},
-		"a delivered cluster left the decision: pinned":       {hasCurrent: true, delivered: []string{"a", "b"}, decided: []string{"b"}, scheduled: true, want: []string{"a", "b"}},
-		"pinned: stays pinned whatever the decision":          {current: []string{"a", "b"}, hasCurrent: true, delivered: []string{"a", "b"}, decided: nil, scheduled: true, want: []string{"a", "b"}},
-		"a pinned cluster is no longer delivered: unpinned":   {current: []string{"a", "b"}, hasCurrent: true, delivered: []string{"b"}, decided: []string{"b"}, scheduled: true, want: []string{"b"}},
-		"decision not for the current Placement: not trusted": {hasCurrent: true, delivered: []string{"a"}, decided: []string{"a"}, scheduled: false, want: []string{"a"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := stickyClusters(tc.current, tc.hasCurrent, tc.delivered, tc.decided, tc.scheduled)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("sticky (-want,+got):\n%s", diff)
-			}
-			// Fed back, the answer is stable: no Placement rewrite loop.
-			again := stickyClusters(got, true, tc.delivered, tc.decided, tc.scheduled)
-			if diff := cmp.Diff(got, again); diff != "" {
-				t.Errorf("not stable when fed back (-first,+second):\n%s", diff)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +91,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, err
 		}
 		for _, c := range reported {
-			waiting = append(waiting, c+": the cluster's agent still reports the VM (removal not confirmed; set deletionPolicy: Orphan to leave it)")
+			waiting = append(waiting, c+": the cluster's agent still reports the VM (removal not confirmed)")
 		}
 	}
 	if len(errs) > 0 || len(waiting) > 0 {
@@ -118,10 +119,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.cleanupShared(ctx, fvm); err != nil {
+	if err := r.cleanupShared(ctx, clusterSets(fvm), fvm.UID); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.cleanupTenant(ctx, fvm); err != nil {
+	// Applications still running under the project (being deleted by Argo
+	// CD) hold it: the sweep once this FleetVirtualMachine is gone looks
+	// again.
+	if _, err := r.cleanupTenant(ctx, fvm.Namespace, fvm.UID); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -136,19 +140,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	return ctrl.Result{}, nil
 }
 
-// stillReported lists the clusters whose agent still reports the
-// FleetVirtualMachine's VM, of those its status lists.
+// stillReported lists the clusters whose agent still reports a VM
+// labelled with the FleetVirtualMachine, wherever it runs (the status may
+// not know every copy).
 func (r *Reconciler) stillReported(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]string, error) {
+	var list fleetv1alpha1.VMReportList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexReportFleetVM: client.ObjectKeyFromObject(fvm).String()}); err != nil {
+		return nil, fmt.Errorf("list VMReports of %s: %w", klog.KObj(fvm), err)
+	}
 	var out []string
-	for _, c := range fvm.Status.Clusters {
-		report := &fleetv1alpha1.VMReport{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Cluster, Name: reportName(fvm)}, report)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return nil, fmt.Errorf("get VMReport %s/%s: %w", c.Cluster, reportName(fvm), err)
-		case len(report.Spec.VMs) > 0 && report.Spec.FleetVM.Name == fvm.Name && report.Spec.FleetVM.Namespace == fvm.Namespace:
-			out = append(out, c.Cluster)
+	for _, report := range list.Items {
+		if report.Name == reportName(fvm) && len(report.Spec.VMs) > 0 {
+			out = append(out, report.Namespace)
 		}
 	}
 	slices.Sort(out)
@@ -168,26 +171,20 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 }
 
 // cleanupShared removes the shared Placement, GitOpsCluster and the
-// ManagedClusterSetBinding FleetVM created for each cluster set this
-// FleetVirtualMachine used, when no other live FleetVirtualMachine uses it.
-// Only objects that carry FleetVM's labels for that set are deleted.
-func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+// ManagedClusterSetBinding FleetVM created for each of the cluster sets
+// when no FleetVirtualMachine but the one of UID self uses it, being
+// deleted or not: one being deleted still has Applications that need the
+// set's Argo CD cluster secrets to remove their VMs. Only objects that
+// carry FleetVM's labels for that set are deleted.
+func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self types.UID) error {
 	var errs []error
-	for _, set := range clusterSets(fvm) {
+	for _, set := range sets {
 		var users fleetv1alpha1.FleetVirtualMachineList
 		if err := r.Client.List(ctx, &users, client.MatchingFields{IndexClusterSet: set}); err != nil {
 			errs = append(errs, fmt.Errorf("list FleetVirtualMachines of cluster set %s: %w", set, err))
 			continue
 		}
-		inUse := false
-		for i := range users.Items {
-			u := &users.Items[i]
-			if u.UID != fvm.UID && u.DeletionTimestamp == nil {
-				inUse = true
-				break
-			}
-		}
-		if inUse {
+		if slices.ContainsFunc(users.Items, func(u fleetv1alpha1.FleetVirtualMachine) bool { return u.UID != self }) {
 			continue
 		}
 		name := sharedName(set)
@@ -220,6 +217,43 @@ func (r *Reconciler) cleanupShared(ctx context.Context, fvm *fleetv1alpha1.Fleet
 	}
 	return errors.Join(errs...)
 }
+
+// sweepReleased removes, once a FleetVirtualMachine is gone, the tenant
+// objects of its namespace and the shared objects of cluster sets that no
+// FleetVirtualMachine uses any more. Each deleted FleetVirtualMachine
+// releases them itself when it is the last user; this catches the ones
+// deleted together (kubectl delete --all, a namespace deleted), each of
+// which saw the others still there.
+func (r *Reconciler) sweepReleased(ctx context.Context, namespace string) (ctrl.Result, error) {
+	var errs []error
+	var wait ctrl.Result
+	switch requeue, err := r.cleanupTenant(ctx, namespace, ""); {
+	case err != nil:
+		errs = append(errs, err)
+	case requeue:
+		wait.RequeueAfter = sweepRetry
+	}
+	var shared unstructured.UnstructuredList
+	shared.SetGroupVersionKind(gitOpsClusterGVK.GroupVersion().WithKind(gitOpsClusterGVK.Kind + "List"))
+	if err := r.Client.List(ctx, &shared, client.InNamespace(r.Config.ArgoNamespace),
+		client.MatchingLabels{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}); err != nil {
+		return wait, errors.Join(append(errs, fmt.Errorf("list GitOpsClusters: %w", err))...)
+	}
+	var sets []string
+	for _, g := range shared.Items {
+		if set := g.GetLabels()[labelClusterSet]; set != "" {
+			sets = append(sets, set)
+		}
+	}
+	if err := r.cleanupShared(ctx, sets, ""); err != nil {
+		errs = append(errs, err)
+	}
+	return wait, errors.Join(errs...)
+}
+
+// sweepRetry is how soon a sweep looks again at tenant objects that
+// Applications still use (Argo CD deleting them).
+const sweepRetry = 10 * time.Second
 
 // releaseCandidates deletes a candidate Placement the FleetVirtualMachine
 // no longer uses (it is deleted, or its intent changed) when no other live

@@ -17,7 +17,7 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden from what the code generates")
 
-// TestGeneratedObjects: the Placement and the ApplicationSet FleetVM writes
+// TestGeneratedObjects: the candidate Placement and the ApplicationSet FleetVM writes
 // for each kind of FleetVirtualMachine, compared whole with the files in
 // testdata/golden (go test -run TestGeneratedObjects -update rewrites them;
 // review the diff like code). A change in what reaches OCM or Argo CD shows
@@ -45,7 +45,6 @@ func TestGeneratedObjects(t *testing.T) {
 	cases := map[string]struct {
 		fvm     *fleetv1alpha1.FleetVirtualMachine
 		sets    []string
-		sticky  []string
 		project string
 		targets []deliveryTarget
 	}{
@@ -53,7 +52,7 @@ func TestGeneratedObjects(t *testing.T) {
 			fvm: inline("team-a", "web"), sets: []string{"prod"}, project: "fleetvm-team-a",
 		},
 		"inline-running-on-two": {
-			fvm: inline("team-a", "web"), sets: []string{"prod"}, sticky: []string{"prod-a", "prod-b"}, project: "fleetvm-team-a",
+			fvm: inline("team-a", "web"), sets: []string{"prod"}, project: "fleetvm-team-a",
 			targets: []deliveryTarget{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}},
 		},
 		// team-a/x and team/a-x join to the same "team-a-x": their objects
@@ -101,7 +100,7 @@ func TestGeneratedObjects(t *testing.T) {
 	r := &Reconciler{Config: DefaultConfig()}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			placement := r.desiredPlacement(tc.fvm, tc.sets, tc.sticky, "")
+			placement := r.candidatePlacement(tc.fvm, tc.sets)
 			appSet, err := r.desiredApplicationSet(tc.fvm, tc.project, tc.targets)
 			if err != nil {
 				t.Fatal(err)

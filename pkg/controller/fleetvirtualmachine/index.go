@@ -45,6 +45,13 @@ const (
 	// ask for (or ask for every cluster): only they are woken when its
 	// decision changes.
 	IndexWantsCandidates = "fleetvm.io/wants-candidates"
+	// IndexReportFleetVM indexes VMReports by the FleetVirtualMachine they
+	// report on ("namespace/name"), and IndexReportVM by the VMs they list
+	// ("namespace/name" on the cluster): a FleetVirtualMachine finds every
+	// copy of its VM the clusters report, in whatever cluster namespace,
+	// whether or not the hub remembers it.
+	IndexReportFleetVM = "fleetvm.io/report-fleetvm"
+	IndexReportVM      = "fleetvm.io/report-vm"
 )
 
 // wantsCandidates says which candidate Placement a FleetVirtualMachine
@@ -129,6 +136,22 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexWantsCandidates, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.VMReport{}, IndexReportFleetVM, func(o client.Object) []string {
+		ref := o.(*fleetv1alpha1.VMReport).Spec.FleetVM
+		return []string{ref.Namespace + "/" + ref.Name}
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexReportFleetVM, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.VMReport{}, IndexReportVM, func(o client.Object) []string {
+		vms := o.(*fleetv1alpha1.VMReport).Spec.VMs
+		out := make([]string, 0, len(vms))
+		for _, vm := range vms {
+			out = append(out, vm.Namespace+"/"+vm.Name)
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexReportVM, err)
 	}
 	return vmclaim.SetupIndex(ctx, indexer)
 }

@@ -20,27 +20,26 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
 // observation is what one reconcile read from the hub: the inputs of the
 // placement decision and of the status.
 type observation struct {
-	// Placement is the FleetVirtualMachine's own Placement, nil if missing;
-	// PlacementErr is set when it could not be read or belongs to another
-	// owner (then nothing is written to it).
+	// Placement is the candidate Placement as the API server holds it, nil
+	// if missing; PlacementErr is set when it could not be read or is not
+	// FleetVM's (then nothing is written to it).
 	Placement    *clusterv1beta1.Placement
 	PlacementErr error
 	// Scheduled: the scheduler has answered the Placement as it is now.
 	Scheduled bool
 	// SchedulerMessage is its PlacementSatisfied message.
 	SchedulerMessage string
-	// Decision are the clusters the scheduler selected; with shared
-	// Placements, those the hub picked from Candidates, the candidate
-	// Placement's decision.
+	// Decision are the clusters the hub picked from Candidates, the
+	// candidate Placement's decision (pick.go).
 	Decision, Candidates []string
 	// Candidate is the candidate Placement the FleetVirtualMachine's
-	// intent and bound sets ask for, as FleetVM writes it (shared
-	// Placements only).
+	// intent and bound sets ask for, as FleetVM writes it.
 	Candidate *clusterv1beta1.Placement
 	// Apps are the FleetVirtualMachine's Applications by cluster.
 	Apps map[string]*argov1alpha1.Application
@@ -103,26 +102,18 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 		errs = append(errs, obs.SetsErr)
 	}
 
-	if r.Config.SharedPlacements {
-		if err := r.observeCandidates(ctx, fvm, obs); err != nil {
-			errs = append(errs, err)
-		}
-	} else {
-		p, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, ChildName(client.ObjectKeyFromObject(fvm)))
-		switch {
-		case err != nil:
-			obs.PlacementErr = err
-		case p != nil:
-			obs.Placement = p.(*clusterv1beta1.Placement)
-			obs.Scheduled, obs.SchedulerMessage = scheduled(obs.Placement)
-			if obs.Decision, err = r.readDecisions(ctx, obs.Placement, false); err != nil {
-				errs = append(errs, err)
-				obs.Scheduled = false
-			}
-		}
+	if err := r.observeCandidates(ctx, fvm, obs); err != nil {
+		errs = append(errs, err)
 	}
 
+	reported, err := r.reportedCopies(ctx, fvm)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	names := slices.Clone(obs.Decision)
+	for c := range reported {
+		names = append(names, c)
+	}
 	for _, c := range fvm.Status.Clusters {
 		names = append(names, c.Cluster)
 	}
@@ -145,23 +136,69 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 			facts.Err = obs.SetsErr
 		}
 		obs.Facts[name] = facts
-		if facts.Cluster == nil {
-			continue
-		}
-		// The report lives in the cluster's own namespace: the agent of
-		// that cluster is the only one allowed to write there, so a report
-		// elsewhere is never read.
-		report := &fleetv1alpha1.VMReport{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: name, Name: reportName(fvm)}, report)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			errs = append(errs, fmt.Errorf("get VMReport %s/%s: %w", name, reportName(fvm), err))
-		case report.Spec.FleetVM.Name == fvm.Name && report.Spec.FleetVM.Namespace == fvm.Namespace && len(report.Spec.VMs) > 0:
-			obs.Reports[name] = &report.Spec.VMs[0]
+		// A report counts only in the namespace of a cluster that exists:
+		// that cluster's agent is the only one allowed to write there.
+		if vm, ok := reported[name]; ok && facts.Cluster != nil {
+			obs.Reports[name] = vm
 		}
 	}
 	return obs, errors.Join(errs...)
+}
+
+// reportedCopies reads, by cluster, every copy of the FleetVirtualMachine's
+// VM that an agent reports: the VMs labelled with this FleetVirtualMachine
+// and, for an inline template, the VM of its name and namespace whatever
+// FleetVirtualMachine its labels name (a copy left running by an earlier
+// FleetVirtualMachine deleted with Orphan, or by the loser of a race for
+// the VM). The clusters are the truth: these are copies whether or not the
+// hub remembers them (its status and Applications may be gone, after a
+// restore from backup for instance).
+func (r *Reconciler) reportedCopies(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (map[string]*fleetv1alpha1.VMState, error) {
+	out := map[string]*fleetv1alpha1.VMState{}
+	var own fleetv1alpha1.VMReportList
+	if err := r.Client.List(ctx, &own, client.MatchingFields{IndexReportFleetVM: client.ObjectKeyFromObject(fvm).String()}); err != nil {
+		return nil, fmt.Errorf("list VMReports of %s: %w", klog.KObj(fvm), err)
+	}
+	id, claims := vmclaim.Key(fvm)
+	for i := range own.Items {
+		report := &own.Items[i]
+		if report.Name != reportName(fvm) {
+			continue
+		}
+		if vm := copyIn(report, id, claims); vm != nil {
+			out[report.Namespace] = vm
+		}
+	}
+	if !claims {
+		return out, nil
+	}
+	var others fleetv1alpha1.VMReportList
+	if err := r.Client.List(ctx, &others, client.MatchingFields{IndexReportVM: id}); err != nil {
+		return nil, fmt.Errorf("list VMReports of VM %s: %w", id, err)
+	}
+	for i := range others.Items {
+		report := &others.Items[i]
+		if _, ok := out[report.Namespace]; ok || report.Spec.FleetVM.Namespace != fvm.Namespace {
+			continue
+		}
+		if vm := copyIn(report, id, true); vm != nil {
+			out[report.Namespace] = vm
+		}
+	}
+	return out, nil
+}
+
+// copyIn returns the copy of the VM a report lists: the VM named id
+// ("namespace/name") when the FleetVirtualMachine claims one, else the
+// first VM (a git source's VMs are known only by their labels).
+func copyIn(report *fleetv1alpha1.VMReport, id string, claims bool) *fleetv1alpha1.VMState {
+	for i := range report.Spec.VMs {
+		vm := &report.Spec.VMs[i]
+		if !claims || vm.Namespace+"/"+vm.Name == id {
+			return vm
+		}
+	}
+	return nil
 }
 
 // observeCandidates reads the candidate Placement of the
@@ -255,10 +292,13 @@ func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs 
 		in.Clusters[c] = p
 	}
 	for c := range obs.Reports {
-		if p, ok := in.Clusters[c]; ok {
-			p.Reported = true
-			in.Clusters[c] = p
-		}
+		p := in.Clusters[c]
+		p.Reported = true
+		in.Clusters[c] = p
+	}
+	if fvm.Status.ObservedGeneration > 0 {
+		before := fvm.Status.Summary.Desired
+		in.DesiredBefore = &before
 	}
 	for c, facts := range obs.Facts {
 		in.Intent[c] = intentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)

@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// With Config.SharedPlacements, FleetVirtualMachines whose Placements
-// would be the same (the same bound cluster sets, environment, selector,
+// FleetVirtualMachines whose Placements would be the same (the same bound cluster sets, environment, selector,
 // tolerations and VM shape) share one candidate Placement without
 // numberOfClusters: the OCM scheduler decides every cluster that qualifies
 // and fits, once for all of them, and the hub picks each

@@ -138,7 +138,7 @@ func TestCandidatePlacement(t *testing.T) {
 		t.Errorf("candidate Placement %s (labels %v) not recognised, or longer than %d", a.Name, a.Labels, maxNameLength)
 	}
 	cel := a.Spec.Predicates[0].RequiredClusterSelector.CelSelector.CelExpressions
-	if len(cel) != 1 || !slices.Equal(cel, []string{fitExpression(mustShape(t, base("team-a", "x").Obj()), nil)}) {
+	if len(cel) != 1 || !slices.Equal(cel, []string{fitExpression(mustShape(t, base("team-a", "x").Obj()))}) {
 		t.Errorf("CEL predicates %q, want the fit alone", cel)
 	}
 	if withToken := withReschedule(a, "abcd"); withToken.Name != a.Name || withToken.Annotations[rescheduleAnnotation] != "abcd" || a.Annotations != nil {

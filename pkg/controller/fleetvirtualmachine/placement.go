@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,15 +25,6 @@ import (
 // defaultClusterSet is used when spec.placement.clusterSets is empty.
 const defaultClusterSet = "default"
 
-// Weights of the prioritizers. Steady outweighs the capacity scores and
-// Balance (each -100..100) so the scheduler keeps answering with the
-// clusters it picked before; keeping a VM does not depend on it
-// (decide.go).
-const (
-	weightCapacity = 1
-	weightSteady   = 5
-)
-
 // clusterSets returns the cluster sets a FleetVirtualMachine selects from.
 func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 	return setsOf(fvm.Spec)
@@ -44,61 +33,14 @@ func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 // fitExpression is the CEL predicate that admits a cluster only if the VM
 // fits on one of its nodes, by the fleetvm agent's capacity score. A
 // cluster without the score (no agent yet) is not admitted: FleetVM never
-// places a new copy it cannot show fits. Clusters the VM runs on (sticky)
-// are admitted whatever their score, so the scheduler ranks them with
-// their own VM counted; keeping them does not depend on it (decide.go).
-func fitExpression(shape capacity.Shape, sticky []string) string {
-	fit := fmt.Sprintf("managedCluster.scores(%s).exists(s, s.name == %s && s.value >= 1)",
+// places a new copy it cannot show fits. Keeping a VM where it runs does
+// not depend on it (decide.go).
+func fitExpression(shape capacity.Shape) string {
+	return fmt.Sprintf("managedCluster.scores(%s).exists(s, s.name == %s && s.value >= 1)",
 		strconv.Quote(fleetv1alpha1.CapacityScoreName), strconv.Quote(shape.Name()))
-	if len(sticky) == 0 {
-		return fit
-	}
-	quoted := make([]string, len(sticky))
-	for i, c := range sticky {
-		quoted[i] = strconv.Quote(c)
-	}
-	return fmt.Sprintf("managedCluster.metadata.name in [%s] || %s", strings.Join(quoted, ", "), fit)
 }
 
-// desiredPlacement builds the OCM Placement of a FleetVirtualMachine. sets
-// are the cluster sets bound to its namespace (never empty: an empty list
-// would mean every set bound to the Argo CD namespace, other tenants'
-// included); sticky are the clusters the fit predicate admits whatever
-// their score.
-func (r *Reconciler) desiredPlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets, sticky []string, reschedule string) *clusterv1beta1.Placement {
-	spec := fvm.Spec.Placement
-	predicate := clusterv1beta1.ClusterPredicate{
-		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(spec, r.Config.EnvironmentLabel)},
-	}
-	annotations := map[string]string{}
-	if shape, ok := capacity.ShapeOf(fvm); ok {
-		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
-			CelExpressions: []string{fitExpression(shape, sticky)},
-		}
-		annotations[stickyAnnotation] = strings.Join(sticky, ",")
-	}
-	if reschedule != "" {
-		annotations[rescheduleAnnotation] = reschedule
-	}
-	return &clusterv1beta1.Placement{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        ChildName(client.ObjectKeyFromObject(fvm)),
-			Namespace:   r.Config.ArgoNamespace,
-			Labels:      ownerLabels(fvm),
-			Annotations: annotations,
-		},
-		Spec: clusterv1beta1.PlacementSpec{
-			ClusterSets:       sets,
-			NumberOfClusters:  spec.Clusters,
-			Predicates:        []clusterv1beta1.ClusterPredicate{predicate},
-			Tolerations:       spec.Tolerations,
-			PrioritizerPolicy: prioritizerPolicy(spec.Prioritizer),
-		},
-	}
-}
-
-// candidatesLabel marks a candidate Placement (Config.SharedPlacements)
-// with the hash of its spec, which its name ends with.
+// candidatesLabel marks a candidate Placement with the hash of its spec, which its name ends with.
 const candidatesLabel = "fleetvm.io/candidates"
 
 // CandidatePlacementPrefix starts the name of a candidate Placement. No
@@ -107,20 +49,41 @@ const candidatesLabel = "fleetvm.io/candidates"
 const CandidatePlacementPrefix = "fvm.candidates-"
 
 // candidatePlacement builds the candidate Placement a FleetVirtualMachine
-// picks its clusters from when FleetVirtualMachines share Placements: its
-// own Placement without numberOfClusters, without the clusters it runs on
-// in the fit predicate, and ranked by nothing that differs between
+// picks its clusters from: every cluster of the sets bound to its
+// namespace (sets, sorted, never empty: an empty list would mean every set
+// bound to the Argo CD namespace, other tenants' included) that its
+// environment and selector admit and where its VM fits. It has no
+// numberOfClusters and is ranked by nothing that differs between
 // FleetVirtualMachines, so every FleetVirtualMachine with the same intent
-// builds the same spec. Its name is a hash of that spec. sets must be
-// sorted. The reschedule token is set by the caller (withReschedule).
+// builds the same spec, and the OCM scheduler decides it once for all of
+// them; the hub picks each one's clusters from its decision (pick.go).
+// Its name is a hash of that spec. The reschedule token is set by the
+// caller (withReschedule).
 func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets []string) *clusterv1beta1.Placement {
-	own := r.desiredPlacement(fvm, sets, nil, "")
-	spec := own.Spec
-	spec.NumberOfClusters = nil
-	spec.PrioritizerPolicy = clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-		Configurations: []clusterv1beta1.PrioritizerConfig{{
-			ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, BuiltIn: "Steady"}, Weight: 1,
-		}}}
+	placement := fvm.Spec.Placement
+	predicate := clusterv1beta1.ClusterPredicate{
+		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(placement, r.Config.EnvironmentLabel)},
+	}
+	if shape, ok := capacity.ShapeOf(fvm); ok {
+		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
+			CelExpressions: []string{fitExpression(shape)},
+		}
+	}
+	spec := clusterv1beta1.PlacementSpec{
+		ClusterSets: sets,
+		Predicates:  []clusterv1beta1.ClusterPredicate{predicate},
+		Tolerations: placement.Tolerations,
+		// No AddOnPlacementScore in the ranking: OCM schedules a Placement
+		// again on every write of a score its prioritizers use, and the
+		// agents write theirs whenever capacity moves and every 90 s to
+		// renew it. The fit predicate reads the scores without that; the
+		// hub asks for a new schedule when they let the VM in where it was
+		// not (rescheduleToken).
+		PrioritizerPolicy: clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
+			Configurations: []clusterv1beta1.PrioritizerConfig{{
+				ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, BuiltIn: "Steady"}, Weight: 1,
+			}}},
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		panic(fmt.Sprintf("marshal a PlacementSpec: %v", err)) // plain data: cannot fail
@@ -153,91 +116,8 @@ func isCandidatePlacement(p client.Object) bool {
 		p.GetName() == CandidatePlacementPrefix+l[candidatesLabel]
 }
 
-// stickyAnnotation records on the Placement the clusters its fit
-// predicate admits whatever their score.
-const stickyAnnotation = "fleetvm.io/sticky-clusters"
-
-// stickyClusters chooses the sticky list of the Placement: the one it has,
-// as long as it names only clusters the VM is delivered to and every such
-// cluster is either on it or in the scheduler's current answer; otherwise
-// exactly the delivered clusters. So the Placement is rewritten only when
-// the set of clusters the VM runs on changes in a way the scheduler has
-// not already answered: a new FleetVirtualMachine is scheduled once, and
-// no decision feeds back into the Placement in a loop.
-func stickyClusters(current []string, hasCurrent bool, delivered, decision []string, scheduled bool) []string {
-	if hasCurrent {
-		keep := true
-		for _, c := range current {
-			if !slices.Contains(delivered, c) {
-				keep = false
-			}
-		}
-		for _, c := range delivered {
-			if !slices.Contains(current, c) && (!scheduled || !slices.Contains(decision, c)) {
-				keep = false
-			}
-		}
-		if keep {
-			return current
-		}
-	}
-	return delivered
-}
-
-// currentSticky reads the sticky list a Placement was written with.
-func currentSticky(p *clusterv1beta1.Placement) ([]string, bool) {
-	if p == nil {
-		return nil, false
-	}
-	v, ok := p.Annotations[stickyAnnotation]
-	if !ok {
-		return nil, false
-	}
-	if v == "" {
-		return nil, true
-	}
-	return strings.Split(v, ","), true
-}
-
-func prioritizerPolicy(p fleetv1alpha1.Prioritizer) clusterv1beta1.PrioritizerPolicy {
-	builtIn := func(name string, weight int32) clusterv1beta1.PrioritizerConfig {
-		return clusterv1beta1.PrioritizerConfig{
-			ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{Type: clusterv1beta1.ScoreCoordinateTypeBuiltIn, BuiltIn: name},
-			Weight:          weight,
-		}
-	}
-	addOn := func(score string) clusterv1beta1.PrioritizerConfig {
-		return clusterv1beta1.PrioritizerConfig{
-			ScoreCoordinate: &clusterv1beta1.ScoreCoordinate{
-				Type:  clusterv1beta1.ScoreCoordinateTypeAddOn,
-				AddOn: &clusterv1beta1.AddOnScore{ResourceName: fleetv1alpha1.CapacityScoreName, ScoreName: score},
-			},
-			Weight: weightCapacity,
-		}
-	}
-	switch p {
-	case fleetv1alpha1.PrioritizerFreeCapacity:
-		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-			Configurations: []clusterv1beta1.PrioritizerConfig{
-				addOn(capacity.ScoreCPUFree), addOn(capacity.ScoreMemoryFree), builtIn("Steady", weightSteady),
-			}}
-	case fleetv1alpha1.PrioritizerSteady:
-		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Steady", 1)}}
-	default:
-		// No AddOnPlacementScore in the ranking: OCM schedules a Placement
-		// again on every write of a score its prioritizers use, and the
-		// agents write theirs whenever capacity moves and every 90 s to
-		// renew it. The fit predicate reads the scores without that; the
-		// hub asks for a new schedule when they let the VM in where it
-		// was not (rescheduleToken).
-		return clusterv1beta1.PrioritizerPolicy{Mode: clusterv1beta1.PrioritizerPolicyModeExact,
-			Configurations: []clusterv1beta1.PrioritizerConfig{builtIn("Balance", 1), builtIn("Steady", weightSteady)}}
-	}
-}
-
-// reconcilePlacement creates the Placement, or updates it when the intent,
-// the sticky list or the reschedule token changed. got is the Placement as read (nil: none;
+// reconcilePlacement creates the candidate Placement, or updates it when
+// the reschedule token changed. got is the Placement as read (nil: none;
 // after an update it holds the API server's copy). It returns the
 // Placement as the API server holds it and whether it was written.
 func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, want, got *clusterv1beta1.Placement) (*clusterv1beta1.Placement, bool, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -128,23 +129,33 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 }
 
 // cleanupTenant removes the namespace's own AppProject and its namespace
-// ManifestWorks (the namespaces stay on the clusters) once no other live
-// FleetVirtualMachine of the namespace is left.
-func (r *Reconciler) cleanupTenant(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+// ManifestWorks (the namespaces stay on the clusters) once no
+// FleetVirtualMachine of the namespace but the one of UID self is left,
+// being deleted or not, and no Argo CD Application runs under the project
+// any more: Argo CD cannot delete an Application whose project is gone,
+// so the VMs it delivers would never be removed. requeue says it waits
+// for Applications.
+func (r *Reconciler) cleanupTenant(ctx context.Context, namespace string, self types.UID) (requeue bool, err error) {
 	var others fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &others, client.InNamespace(fvm.Namespace)); err != nil {
-		return fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", fvm.Namespace, err)
+	if err := r.Client.List(ctx, &others, client.InNamespace(namespace)); err != nil {
+		return false, fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", namespace, err)
 	}
-	for i := range others.Items {
-		if o := &others.Items[i]; o.UID != fvm.UID && o.DeletionTimestamp == nil {
-			return nil
-		}
+	if slices.ContainsFunc(others.Items, func(o fleetv1alpha1.FleetVirtualMachine) bool { return o.UID != self }) {
+		return false, nil
+	}
+	project := tenancy.ProjectName(namespace)
+	var apps argov1alpha1.ApplicationList
+	if err := r.Client.List(ctx, &apps, client.InNamespace(r.Config.ArgoNamespace)); err != nil {
+		return false, fmt.Errorf("list Applications: %w", err)
+	}
+	if slices.ContainsFunc(apps.Items, func(a argov1alpha1.Application) bool { return a.Spec.Project == project }) {
+		return true, nil
 	}
 	var errs []error
 	p := &argov1alpha1.AppProject{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: tenancy.ProjectName(fvm.Namespace)}, p)
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: project}, p)
 	switch {
-	case err == nil && p.Labels[tenancy.LabelNamespace] == fvm.Namespace:
+	case err == nil && p.Labels[tenancy.LabelNamespace] == namespace:
 		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete AppProject %s: %w", klog.KObj(p), err))
 		}
@@ -152,17 +163,17 @@ func (r *Reconciler) cleanupTenant(ctx context.Context, fvm *fleetv1alpha1.Fleet
 		errs = append(errs, err)
 	}
 	var works workv1.ManifestWorkList
-	if err := r.Client.List(ctx, &works, client.MatchingLabels{tenancy.LabelNamespace: fvm.Namespace}); err != nil {
-		return errors.Join(append(errs, err)...)
+	if err := r.Client.List(ctx, &works, client.MatchingLabels{tenancy.LabelNamespace: namespace}); err != nil {
+		return false, errors.Join(append(errs, err)...)
 	}
 	for i := range works.Items {
 		w := &works.Items[i]
-		if w.Name != namespaceWorkName(fvm.Namespace) {
+		if w.Name != namespaceWorkName(namespace) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err))
 		}
 	}
-	return errors.Join(errs...)
+	return false, errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +44,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/agenttest"
@@ -144,7 +147,7 @@ func (e *env) grow(b *testing.B, n int) {
 	for i := e.clusters; i < n; i++ {
 		owner := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "background", Name: fmt.Sprintf("vm-%04d", i)}}
 		placed := []string{clusterName(i), clusterName((i + 1) % n), clusterName((i + 2) % n)}
-		if err := e.decide(ctx, owner, placed); err != nil {
+		if err := e.decide(ctx, fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(owner)), placed); err != nil {
 			b.Fatal(err)
 		}
 		for _, c := range placed {
@@ -174,10 +177,25 @@ func (e *env) waitCache(b *testing.B, cond func() (bool, error)) {
 	}
 }
 
-// decide writes the PlacementDecisions of the FleetVM's Placement as the
-// scheduler does: at most 100 clusters per decision object.
-func (e *env) decide(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, clusters []string) error {
-	placement := fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))
+// fits writes a cluster's capacity score as its agent would when one VM of
+// the shape fits there.
+func (e *env) fits(ctx context.Context, cluster, shape string) error {
+	score := &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}}
+	if err := e.direct.Create(ctx, score); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := e.direct.Get(ctx, client.ObjectKeyFromObject(score), score); err != nil {
+		return err
+	}
+	valid := metav1.NewTime(time.Now().Add(time.Hour))
+	score.Status = clusterv1alpha1.AddOnPlacementScoreStatus{ValidUntil: &valid,
+		Scores: []clusterv1alpha1.AddOnPlacementScoreItem{{Name: shape, Value: 1}}}
+	return e.direct.Status().Update(ctx, score)
+}
+
+// decide writes the PlacementDecisions of a Placement as the scheduler
+// does: at most 100 clusters per decision object.
+func (e *env) decide(ctx context.Context, placement string, clusters []string) error {
 	for part := 0; part*100 < len(clusters); part++ {
 		d := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
 			Namespace: argoNS, Name: fmt.Sprintf("%s-decision-%d", placement, part+1),
@@ -296,10 +314,9 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 	})
 	cfg := fleetvirtualmachine.DefaultConfig()
 	cfg.ArgoNamespace = argoNS
-	// The FleetVM's own Placement, whose decision this benchmark writes as
-	// the scheduler would: what a report costs does not depend on how the
-	// clusters were picked.
-	cfg.SharedPlacements = false
+	// The candidate Placement's decision is written as the scheduler
+	// would, and the placed clusters' scores let the VM in: what a report
+	// costs does not depend on how the clusters were picked.
 	r := &fleetvirtualmachine.Reconciler{Client: counting, Recorder: record.NewFakeRecorder(1 << 16), Clock: clock.RealClock{}, Config: cfg}
 	req := ctrl.Request{NamespacedName: key}
 
@@ -314,8 +331,19 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 	for i := range placed {
 		placed[i] = clusterName(i)
 	}
+	var placement string
+	e.waitCache(b, func() (bool, error) {
+		var got fleetv1alpha1.FleetVirtualMachine
+		if err := e.direct.Get(ctx, key, &got); err != nil {
+			return false, err
+		}
+		if got.Status.Placement != nil {
+			placement = got.Status.Placement.Name
+		}
+		return placement != "", nil
+	})
 	p := &clusterv1beta1.Placement{}
-	if err := e.direct.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKey{Namespace: fvmNS, Name: fvm.Name})}, p); err != nil {
+	if err := e.direct.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: placement}, p); err != nil {
 		b.Fatal(err)
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
@@ -325,8 +353,17 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 	if err := e.direct.Status().Update(ctx, p); err != nil {
 		b.Fatal(err)
 	}
-	if err := e.decide(ctx, fvm, placed); err != nil {
+	if err := e.decide(ctx, placement, placed); err != nil {
 		b.Fatal(err)
+	}
+	shape, ok := capacity.ShapeOf(fvm)
+	if !ok {
+		b.Fatal("the FleetVM under test has no VM shape")
+	}
+	for _, c := range placed {
+		if err := e.fits(ctx, c, shape.Name()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, c := range placed {
 		if err := e.createApp(ctx, fvm, c); err != nil {

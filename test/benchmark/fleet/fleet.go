@@ -83,11 +83,6 @@ type Config struct {
 	// when the hub holds the most.
 	HubHeapProfile string
 
-	// PerFleetVMPlacements runs fleetvm-hub with --shared-placements=false:
-	// one Placement per FleetVM instead of the candidate Placements
-	// FleetVMs of one intent share.
-	PerFleetVMPlacements bool
-
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration
 	// StatusK are the numbers of reports flipped at once (default 1, 10, 100).

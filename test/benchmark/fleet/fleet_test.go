@@ -60,7 +60,7 @@ func TestSmoke(t *testing.T) {
 	// The API server's counters saw the hub create what it must, and
 	// FleetVMs of one shape share the candidate Placement written when
 	// the shapes were seeded: the burst writes fewer Placements than
-	// FleetVMs (one each with --shared-placements=false).
+	// FleetVMs.
 	if got, _ := report.Value("creation: hub writes per FleetVM: placements"); got >= 1 {
 		t.Errorf("the API server counted %v Placement writes per FleetVM by the hub, want fewer than one", got)
 	}

@@ -91,8 +91,6 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--workers=" + strconv.Itoa(cfg.HubWorkers),
 		"--removal-grace-period=" + cfg.GracePeriod.String(),
 		"--zap-log-level=info",
-		// Named either way, so hubArgs in the JSON says which ran.
-		"--shared-placements=" + strconv.FormatBool(!cfg.PerFleetVMPlacements),
 	}
 	cmd := exec.Command(cfg.HubBinary, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo

@@ -185,7 +185,7 @@ func (h *harness) startLoad(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, handle(ctx, h.cache, &fleetv1alpha1.FleetVirtualMachine{}, func(_, cur *fleetv1alpha1.FleetVirtualMachine) {
 		h.fvms.observe(keyOf(cur), cur)
-		// A candidate Placement (--shared-placements) is shared: the
+		// A candidate Placement is shared: the
 		// FleetVM's own stages are when its status names it, and when
 		// the hub shows the clusters it picked from it.
 		if p := cur.Status.Placement; p != nil && strings.HasPrefix(p.Name, fleetvirtualmachine.CandidatePlacementPrefix) {

@@ -373,7 +373,6 @@ func TestArgsFromValues(t *testing.T) {
 				"agent-image": "ghcr.io/fleetvm/fleetvm:v0.1.0", "addon-install-strategy": "Placements",
 				"addon-placement-namespace": "open-cluster-management-addon", "addon-placement-name": "fleetvm-agent",
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
-				"shared-placements": "true",
 			},
 		},
 		"every value set": {
@@ -383,7 +382,6 @@ argocd: {namespace: openshift-gitops}
 environmentLabel: stage
 vmChart: {repoURL: https://charts.example, path: "", name: fleetvm-vm, revision: 0.3.0}
 removalGracePeriod: 90s
-sharedPlacements: false
 diskImages: {namespace: vm-images, inventoryMaxAge: 30m}
 workers: 8
 agent: {image: registry.example/agent:v9, installStrategy: Manual, placement: {namespace: addons, name: vms}}
@@ -399,7 +397,6 @@ extraArgs: [--kube-api-qps=5]
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
 				"zap-log-level": "debug", "kube-api-qps": "5",
 				"image-namespace": "vm-images", "image-inventory-max-age": "30m",
-				"shared-placements": "false",
 			},
 		},
 	}

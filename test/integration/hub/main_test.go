@@ -202,7 +202,7 @@ func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
 }
 
 // placementKey is the Placement the FleetVM's status names: the candidate
-// Placement it shares (the default), or its own (--shared-placements=false).
+// Placement it shares.
 func placementKey(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
 	t.Helper()
 	return client.ObjectKey{Namespace: argoNS, Name: fleetrun.PlacementName(t, fleet.Hub.Client, client.ObjectKeyFromObject(fvm), wait)}

@@ -14,7 +14,7 @@ import (
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
-// TestSharedPlacements: with fleetvm-hub's default --shared-placements, two
+// TestSharedPlacements: two
 // FleetVMs of the same intent in two namespaces share one candidate
 // Placement, which the real OCM scheduler decides without
 // numberOfClusters (every prod cluster the VM fits on); the hub picks each

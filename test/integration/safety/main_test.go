@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
@@ -57,18 +59,13 @@ var (
 	spokes = []string{"prod-a", "prod-b", "prod-c"}
 	// clock is fleetvm-hub's clock.
 	clock = clocktesting.NewFakeClock(time.Now())
-	// vms records every VM deleted on a spoke.
+	// vms records every VM deleted on a spoke, and checks how many
+	// clusters each VM runs on.
 	vms = &deletions{}
 	// fleetVM is FleetVM on the fleet: its agents can be stopped and
 	// started, its Argo CD cluster secrets made again.
 	fleetVM *fleetrun.FleetVM
 )
-
-// sharedPlacements is fleetvm-hub's --shared-placements, its default: the
-// FleetVMs of one intent share a candidate Placement and the hub picks
-// their clusters. `go test ./test/integration/safety -args
-// -shared-placements=false` runs the suite with one Placement per FleetVM.
-var sharedPlacements = flag.Bool("shared-placements", true, "run fleetvm-hub with --shared-placements (false: one Placement per FleetVM)")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -130,7 +127,6 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
-		PerFleetVMPlacements: !*sharedPlacements,
 	})
 	return err
 }
@@ -142,11 +138,65 @@ type deletion struct {
 }
 
 // deletions records every VirtualMachine a spoke deletes, from a watch on
-// the spoke: the moment it gets a deletion timestamp, or is gone.
+// the spoke: the moment it gets a deletion timestamp, or is gone. The same
+// watch is the fleet-wide invariant checker: it knows on which clusters
+// each VM runs (exists, not being deleted), and records a violation the
+// moment a VM runs on more clusters than its FleetVirtualMachine allows
+// (limit); create registers the limit and fails the test on a violation.
 type deletions struct {
 	mu   sync.Mutex
 	seen map[types.UID]bool
 	all  []deletion
+	// on: the clusters each VM runs on; limits: how many it may.
+	on         map[types.NamespacedName]map[string]bool
+	limits     map[types.NamespacedName]int
+	violations map[types.NamespacedName][]string
+}
+
+// running notes a VM on a cluster, or gone from it, and checks its limit.
+func (d *deletions) running(cluster string, vm types.NamespacedName, runs bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.on == nil {
+		d.on = map[types.NamespacedName]map[string]bool{}
+		d.violations = map[types.NamespacedName][]string{}
+	}
+	if d.on[vm] == nil {
+		d.on[vm] = map[string]bool{}
+	}
+	if !runs {
+		delete(d.on[vm], cluster)
+		return
+	}
+	d.on[vm][cluster] = true
+	if limit, ok := d.limits[vm]; ok && len(d.on[vm]) > limit {
+		clusters := slices.Sorted(maps.Keys(d.on[vm]))
+		d.violations[vm] = append(d.violations[vm], fmt.Sprintf("%s runs on %d clusters %v, its FleetVirtualMachine allows %d",
+			vm, len(clusters), clusters, limit))
+	}
+}
+
+// limit sets how many clusters a VM may run on, and returns a check that
+// reports every time it ran on more.
+func (d *deletions) limit(vm types.NamespacedName, n int) func() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.limits == nil {
+		d.limits = map[types.NamespacedName]int{}
+	}
+	d.limits[vm] = n
+	return func() []string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return slices.Clone(d.violations[vm])
+	}
+}
+
+// copies lists the clusters a VM runs on, sorted.
+func (d *deletions) copies(vm types.NamespacedName) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.on[vm]))
 }
 
 func (d *deletions) record(ctx context.Context, spoke *fleetenv.Cluster) error {
@@ -178,12 +228,28 @@ func (d *deletions) record(ctx context.Context, spoke *fleetenv.Cluster) error {
 		d.all = append(d.all, deletion{Cluster: spoke.Name, VM: client.ObjectKeyFromObject(vm)})
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, cur any) {
-			if vm, ok := cur.(*kubevirtv1.VirtualMachine); ok && vm.DeletionTimestamp != nil {
-				add(vm)
+		AddFunc: func(o any) {
+			if vm, ok := o.(*kubevirtv1.VirtualMachine); ok {
+				d.running(spoke.Name, client.ObjectKeyFromObject(vm), vm.DeletionTimestamp == nil)
 			}
 		},
-		DeleteFunc: add,
+		UpdateFunc: func(_, cur any) {
+			if vm, ok := cur.(*kubevirtv1.VirtualMachine); ok {
+				d.running(spoke.Name, client.ObjectKeyFromObject(vm), vm.DeletionTimestamp == nil)
+				if vm.DeletionTimestamp != nil {
+					add(vm)
+				}
+			}
+		},
+		DeleteFunc: func(o any) {
+			add(o)
+			if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			if vm, ok := o.(*kubevirtv1.VirtualMachine); ok {
+				d.running(spoke.Name, client.ObjectKeyFromObject(vm), false)
+			}
+		},
 	}); err != nil {
 		return err
 	}
@@ -215,9 +281,27 @@ func (d *deletions) since(mark int, ns string) []deletion {
 }
 
 // create creates the FleetVirtualMachine; when the test ends it is deleted
-// (its VMs with it), so tests do not share capacity.
+// (its VMs with it), so tests do not share capacity. Its VM may run on no
+// more clusters than it asks for (every spoke when it asks for every
+// cluster that qualifies): the test fails if it ever does.
 func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
+	limit := len(spokes)
+	if n := fvm.Spec.Placement.Clusters; n != nil {
+		limit = int(*n)
+	}
+	createLimited(t, fvm, limit)
+}
+
+// createLimited is create with the number of clusters the VM may run on.
+func createLimited(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine, limit int) {
+	t.Helper()
+	check := vms.limit(vmclaim.Identity(fvm), limit)
+	t.Cleanup(func() {
+		for _, v := range check() {
+			t.Errorf("invariant: %s", v)
+		}
+	})
 	if err := fleet.Hub.Tenant(t.Context(), fvm.Namespace); err != nil {
 		t.Fatal(err)
 	}
