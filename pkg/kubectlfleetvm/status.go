@@ -58,7 +58,45 @@ func (o *options) statusOne(ctx context.Context, name string) error {
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: name}, fvm); err != nil {
 		return explainError(err, kindFVM, o.namespace, name)
 	}
+	if err := o.fillFromReports(ctx, fvm); err != nil {
+		_, _ = fmt.Fprintf(o.errOut, "Clusters shown in brief stay brief: cannot read the agents' VMReports: %v\n", err)
+	}
 	return writeStatus(o.out, fvm, o.now())
+}
+
+// brief tells an entry the status keeps compact: on a large fleet only
+// the entries needing attention, and the first others, carry details.
+func brief(c fleetv1alpha1.ClusterStatus) bool {
+	return c.LastTransitionTime == nil && c.Message == "" && c.PrintableStatus == ""
+}
+
+// fillFromReports completes the entries the status keeps brief from the
+// VMReports the clusters' agents write on the hub (one list call): the
+// VM's printableStatus, node and IP addresses. An unreachable cluster's
+// entry is never brief, so no stale report is shown.
+func (o *options) fillFromReports(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	if !slices.ContainsFunc(fvm.Status.Clusters, brief) {
+		return nil
+	}
+	reports := &fleetv1alpha1.VMReportList{}
+	if err := o.client.List(ctx, reports, client.MatchingFields{"metadata.name": fvm.Namespace + "." + fvm.Name}); err != nil {
+		return err
+	}
+	byCluster := map[string]fleetv1alpha1.VMState{}
+	for _, r := range reports.Items {
+		if r.Spec.FleetVM.Namespace == fvm.Namespace && r.Spec.FleetVM.Name == fvm.Name && len(r.Spec.VMs) > 0 {
+			byCluster[r.Namespace] = r.Spec.VMs[0]
+		}
+	}
+	for i, c := range fvm.Status.Clusters {
+		if vm, ok := byCluster[c.Cluster]; ok && brief(c) && c.Phase != fleetv1alpha1.ClusterPhaseUnknown {
+			fvm.Status.Clusters[i].PrintableStatus = vm.PrintableStatus
+			fvm.Status.Clusters[i].Node = vm.Node
+			fvm.Status.Clusters[i].IPAddresses = vm.IPAddresses
+			fvm.Status.Clusters[i].Message = "from the cluster's VMReport"
+		}
+	}
+	return nil
 }
 
 func (o *options) statusList(ctx context.Context) error {

@@ -409,11 +409,17 @@ type PlacementStatus struct {
 	// Placement, or that decision itself on the FleetVirtualMachine's own
 	// Placement. They show once OCM has marked the Placement scheduled. A cluster the VM already runs on stays
 	// placed even when it drops out of it (full, unreachable).
+	// The first 100 by name; decidedCount says how many there are, and
+	// status.clusters lists every cluster the VM is placed on.
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
 	DecidedClusters []string `json:"decidedClusters,omitempty"`
+	// decidedCount is the number of clusters decided.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DecidedCount int32 `json:"decidedCount,omitempty"`
 	// excluded says why the clusters of the bound cluster sets that the VM
 	// is not placed on were left out: how many per reason, naming the
 	// first few. It is set while the FleetVirtualMachine asks for every
@@ -492,12 +498,20 @@ type FleetVirtualMachineStatus struct {
 	// +optional
 	Placement *PlacementStatus `json:"placement,omitempty"`
 
-	// clusters has one entry per cluster the VM is on or going to. It is
-	// FleetVM's record of where it placed the VM: written before the VM is
-	// delivered to a new cluster or removed from one.
+	// clusters has one entry per cluster the VM is on or going to, sorted
+	// by name. It is FleetVM's record of where it placed the VM: written
+	// before the VM is delivered to a new cluster or removed from one, and
+	// never cut short. To stay small at any fleet size, only 50 entries
+	// carry the cluster's details (printableStatus, Argo CD's sync and
+	// health, node, IP addresses, message, lastTransitionTime): those that
+	// need attention first (failed, unknown, leaving or removing, not yet
+	// as runStrategy asks), then the others by name. Every other entry is
+	// compact: cluster, environment, phase, ready, leavingSince and
+	// removingSince. `kubectl fleetvm status` shows every cluster's details
+	// from the agents' VMReports. The list is written whole by fleetvm-hub
+	// (atomic), so the object's managedFields do not grow with it.
 	// +optional
-	// +listType=map
-	// +listMapKey=cluster
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10000
 	Clusters []ClusterStatus `json:"clusters,omitempty"`
 

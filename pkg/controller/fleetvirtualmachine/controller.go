@@ -408,7 +408,7 @@ func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1
 	before := fvm.DeepCopy()
 	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
 		Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryFailed,
-		Message: err.Error(), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		Message: truncate(err.Error(), maxErrorInMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !write.Stale(werr) {
 		log.FromContext(ctx).Error(werr, "report delivery error in status")

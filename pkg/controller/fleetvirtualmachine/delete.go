@@ -163,7 +163,7 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 	before := fvm.DeepCopy()
 	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
 		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
-		Message: msg, ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		Message: truncate(msg, maxConditionMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) && !apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(fvm, "Warning", "StatusNotWritten", "could not write the deletion's progress: %v", err)

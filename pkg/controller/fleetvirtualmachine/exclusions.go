@@ -117,7 +117,9 @@ func exclusionCounts(counts []explain.Count) []fleetv1alpha1.ExclusionCount {
 			continue
 		}
 		out = append(out, fleetv1alpha1.ExclusionCount{
-			Reason: string(c.Reason), Count: int32(c.Count), Clusters: c.Clusters, Detail: c.Detail,
+			Reason: string(c.Reason), Count: int32(c.Count), Clusters: c.Clusters[:min(len(c.Clusters), exclusionNames)],
+			// A selector or a VM's network list can be long.
+			Detail: truncate(c.Detail, maxExclusionDetail),
 		})
 	}
 	return out

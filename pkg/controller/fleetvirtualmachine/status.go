@@ -86,29 +86,39 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 		p := *in.PlacementRef
 		switch {
 		case in.PlacementScheduled:
-			p.DecidedClusters = slices.Clone(in.Decision)
+			// The first names and the count: where the VM is placed
+			// is status.clusters, complete.
+			decided := sortedCopy(in.Decision)
+			p.DecidedClusters = decided[:min(len(decided), maxDecidedNames)]
+			p.DecidedCount = int32(len(decided))
 		case in.Previous.Placement != nil:
 			// OCM writes the decision, then marks the Placement
 			// scheduled: the decision shows with the schedule, in one
 			// status write.
 			p.DecidedClusters = in.Previous.Placement.DecidedClusters
+			p.DecidedCount = in.Previous.Placement.DecidedCount
 		}
 		p.Excluded = in.Excluded
 		out.Placement = &p
 	}
-	out.Clusters = clusterEntries(in)
-	out.Summary = summarize(in, out.Clusters)
+	entries := clusterEntries(in)
+	out.Summary = summarize(in, entries)
 	for _, c := range []metav1.Condition{
 		placedCondition(in),
 		deliveredCondition(in),
-		readyCondition(in, out.Clusters),
-		availableCondition(in, out.Clusters),
-		degradedCondition(in, out.Clusters),
+		readyCondition(in, entries),
+		availableCondition(in, entries),
+		degradedCondition(in, entries),
 	} {
 		c.ObservedGeneration = in.Generation
 		c.LastTransitionTime = in.Now
+		c.Message = truncate(c.Message, maxConditionMessage)
 		meta.SetStatusCondition(&out.Conditions, c)
 	}
+	// Every cluster stays listed (the hub's record of where the VM is);
+	// the details of the first detailedEntries, those needing attention
+	// first. The conditions and the summary above count every cluster.
+	out.Clusters = compactEntries(in.Spec.RunStrategy, entries, detailedEntries)
 	return out
 }
 
@@ -122,6 +132,7 @@ func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
 	entries := make([]fleetv1alpha1.ClusterStatus, 0, len(names))
 	for _, name := range names {
 		e := clusterEntry(in, name, in.Outcome.Clusters[name], prev[name])
+		e.Message = truncate(e.Message, maxEntryMessage)
 		if p, ok := prev[name]; ok && p.Phase == e.Phase && p.LastTransitionTime != nil {
 			e.LastTransitionTime = p.LastTransitionTime
 		} else {
@@ -216,7 +227,7 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 		e.Message = report.Conditions
 		if len(report.MissingNetworks) > 0 {
 			e.Message = joinMessage(fmt.Sprintf("network %s missing on this cluster: the VM cannot start here again",
-				strings.Join(report.MissingNetworks, ", ")), e.Message)
+				firstNames(report.MissingNetworks, 3)), e.Message)
 		}
 	}
 	if hasApp && app.Error != "" {
@@ -377,7 +388,7 @@ func placedCondition(in statusInputs) metav1.Condition {
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonClusterSetsNotBound
 		c.Message = unboundMessage(in.UnboundSets)
 	case in.PlacementErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, in.PlacementErr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, truncate(in.PlacementErr.Error(), maxErrorInMessage)
 	case len(placed) == 0 && !in.PlacementScheduled:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "waiting for the OCM scheduler to decide"+movingNote
 	case len(placed) == 0 && len(moving) > 0:
@@ -385,13 +396,13 @@ func placedCondition(in statusInputs) metav1.Condition {
 		c.Message = "not placed on any cluster yet" + movingNote
 	case len(placed) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters
-		c.Message = "no cluster qualifies: " + orDefault(exclusionMessage(in.Excluded), orDefault(in.PlacementMessage, "no ManagedCluster matches")) +
+		c.Message = "no cluster qualifies: " + orDefault(exclusionMessage(in.Excluded), orDefault(truncate(in.PlacementMessage, maxErrorInMessage), "no ManagedCluster matches")) +
 			". A cluster must be in a listed cluster set, match the environment and selector, and have a node with room for the VM and its networks by the fleetvm-capacity score (published by the fleetvm addon agent); kubectl fleetvm explain lists every cluster"
 	case in.Spec.Placement.Clusters != nil && int32(len(placed)) < *in.Spec.Placement.Clusters:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
 		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s)", len(placed), *in.Spec.Placement.Clusters, listNames(placed))
 		if len(moving) == 0 {
-			c.Message += ": " + orDefault(exclusionMessage(in.Excluded), orDefault(in.PlacementMessage, "not enough clusters qualify"))
+			c.Message += ": " + orDefault(exclusionMessage(in.Excluded), orDefault(truncate(in.PlacementMessage, maxErrorInMessage), "not enough clusters qualify"))
 		}
 		c.Message += movingNote
 	default:
@@ -443,14 +454,17 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 	case in.Conflict != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
 	case isForbidden(in.DeliveryErr):
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonForbidden, in.DeliveryErr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonForbidden, truncate(in.DeliveryErr.Error(), maxErrorInMessage)
 	case in.DeliveryErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, in.DeliveryErr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, truncate(in.DeliveryErr.Error(), maxErrorInMessage)
 	case len(targets) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
 	case len(failed) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed
 		c.Message = "Argo CD cannot deliver the VM: " + strings.Join(failed[:min(len(failed), 5)], "; ")
+		if len(failed) > 5 {
+			c.Message += fmt.Sprintf("; and on %d more clusters", len(failed)-5)
+		}
 	case len(missing) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonApplicationsMissing
 		c.Message = "waiting for Argo CD to create the Applications of " + listNames(missing)
@@ -510,9 +524,9 @@ func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) meta
 	case len(waiting) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady, fmt.Sprintf("ready on all %d clusters", len(placed))
 	case unknown == len(waiting) && unknown == len(placed):
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonClustersUnknown, "no cluster reports: "+strings.Join(waiting, ", ")
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonClustersUnknown, "no cluster reports: "+listNames(waiting)
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSomeNotReady, "not ready on "+strings.Join(waiting, ", ")
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSomeNotReady, "not ready on "+listNames(waiting)
 	}
 	return c
 }
@@ -572,14 +586,8 @@ func degradedCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) m
 	return c
 }
 
-// listNames joins names for a message, naming at most ten.
-func listNames(names []string) string {
-	const most = 10
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
-}
+// listNames joins names for a message, naming at most namesInMessage.
+func listNames(names []string) string { return firstNames(names, namesInMessage) }
 
 func orUnknown(s string) string { return orDefault(s, "Unknown") }
 
