@@ -82,7 +82,7 @@ func TestFleetVirtualMachine(t *testing.T) {
 				f.Spec.Placement.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "Near"}}}
 				return f
 			}(),
-			want: []string{"FieldValueNotSupported spec.placement.clusterSelector.matchExpressions[0].operator"},
+			want: []string{"FieldValueInvalid spec.placement.clusterSelector.matchExpressions[0].operator"},
 		},
 		"name too long for a Helm release": {
 			fvm: &fleetv1alpha1.FleetVirtualMachine{
@@ -106,7 +106,7 @@ func TestFleetVirtualMachine(t *testing.T) {
 				t.Errorf("errors (-want,+got):\n%s\n%v", diff, errs)
 			}
 			for _, e := range errs {
-				if e.Detail == "" && e.Type != field.ErrorTypeNotSupported {
+				if e.Detail == "" {
 					t.Errorf("%s: no reason given", e.Field)
 				}
 			}
