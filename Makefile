@@ -70,6 +70,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook ma
 	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... paths=./pkg/metrics/... \
 		output:rbac:artifacts:config=deploy/rbac
 	$(CONTROLLER_GEN) webhook paths=./pkg/webhook/... output:webhook:artifacts:config=deploy/webhook
+	@# The marker has no matchConditions: they come from pkg/webhook.
+	$(GO) run ./hack/webhookconditions deploy/webhook/manifests.yaml
 	@# Helm reads only files inside the chart: it carries copies, which verify diffs like the rest of deploy/.
 	rm -rf $(HUB_CHART)/crds && mkdir -p $(HUB_CHART)/crds $(HUB_CHART)/files
 	cp deploy/crds/*.yaml $(HUB_CHART)/crds/

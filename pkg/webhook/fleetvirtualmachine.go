@@ -5,13 +5,12 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,8 +23,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/validation"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
-	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
 // ValidateFleetVirtualMachinePath is where the FleetVirtualMachine validator
@@ -33,6 +32,24 @@ import (
 const ValidateFleetVirtualMachinePath = "/validate-fleetvm-io-v1alpha1-fleetvirtualmachine"
 
 // +kubebuilder:webhook:path=/validate-fleetvm-io-v1alpha1-fleetvirtualmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleetvm.io,resources=fleetvirtualmachines,verbs=create;update,versions=v1alpha1,name=vfleetvirtualmachine.fleetvm.io,admissionReviewVersions=v1
+
+// FleetVirtualMachineMatchConditions keep every update that leaves the
+// spec alone away from the FleetVirtualMachine webhook: it judges only the
+// spec (and the name, on create), and a metadata-only update such as the
+// controller removing its finalizer must never wait for it: with the
+// webhook down and failurePolicy Fail, every deletion would hang. A spec
+// change still fails closed. controller-gen's webhook marker has no field
+// for them; `make manifests` writes them into deploy/webhook
+// (hack/webhookconditions), which the chart and the test environment
+// install.
+var FleetVirtualMachineMatchConditions = []admissionregistrationv1.MatchCondition{{
+	Name:       "spec-changed",
+	Expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec",
+}}
+
+// FleetVirtualMachineWebhookName is the webhook's name in the
+// configuration (the marker's name).
+const FleetVirtualMachineWebhookName = "vfleetvirtualmachine.fleetvm.io"
 
 // FleetVirtualMachineValidator checks what the CRD schema cannot: that
 // spec.template decodes strictly into a KubeVirt VirtualMachine and makes a
@@ -233,85 +250,28 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 		return nil, fmt.Errorf("expected a FleetVirtualMachine, got %T", obj)
 	}
 	old, _ := oldObj.(*fleetv1alpha1.FleetVirtualMachine)
-	if fvm.DeletionTimestamp != nil {
-		// Never block the finalizer's last update.
-		return nil, nil
+	if old != nil && fvm.DeletionTimestamp != nil {
+		// Metadata may change (the controller's last step removes its
+		// finalizer); the spec may not.
+		return nil, invalid(fvm, validation.DuringDeletion(old, fvm))
 	}
+	vm, errs := validation.FleetVirtualMachine(fvm, validation.Options{ImageNamespace: v.ImageNamespace})
 	var warnings admission.Warnings
-	var errs field.ErrorList
-	tmplPath := field.NewPath("spec", "template")
-	if fvm.Spec.Template != nil {
-		vm, tmplErrs := vmtemplate.Decode(fvm.Spec.Template.Raw, tmplPath)
-		errs = append(errs, tmplErrs...)
-		if vm != nil {
-			warnings = append(warnings, templateWarnings(vm)...)
-			var top map[string]json.RawMessage
-			if json.Unmarshal(fvm.Spec.Template.Raw, &top) == nil && top["status"] != nil {
-				errs = append(errs, field.Forbidden(tmplPath.Child("status"), "status is reported by the clusters, not set in the template"))
-			}
-		}
-		if vm != nil {
-			errs = append(errs, v.imageReferences(vm, tmplPath)...)
-		}
-		if vm != nil && vm.Namespace != "" && vm.Namespace != fvm.Namespace {
-			errs = append(errs, field.Forbidden(tmplPath.Child("metadata", "namespace"), fmt.Sprintf(
-				"a FleetVirtualMachine delivers its VM only into its own namespace (%s): leave metadata.namespace out, or set it to %s",
-				fvm.Namespace, fvm.Namespace)))
-		}
-		if old != nil && old.Spec.Template != nil && vm != nil {
-			if oldVM, _ := vmtemplate.Decode(old.Spec.Template.Raw, tmplPath); oldVM != nil && oldVM.Namespace != vm.Namespace {
-				errs = append(errs, field.Invalid(tmplPath.Child("metadata", "namespace"), vm.Namespace,
-					"immutable: moving the VM to another namespace would strand the running copies"))
-			}
-		}
+	if vm != nil {
+		warnings = templateWarnings(vm)
 	}
-	errs = append(errs, validatePlacement(fvm.Spec.Placement)...)
-	if src := fvm.Spec.Source; src != nil && src.Helm != nil && len(fvm.Name) > helmReleaseMax {
-		// A git source's Helm chart may name the VM after the release.
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), fvm.Name,
-			fmt.Sprintf("must be at most %d characters with spec.source.helm: it is the Helm release name", helmReleaseMax)))
+	if old != nil {
+		errs = append(errs, validation.Update(old, fvm)...)
 	}
-	if len(errs) > 0 {
-		return warnings, apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name, errs)
-	}
-	return warnings, nil
+	return warnings, invalid(fvm, errs)
 }
 
-// imageReferences refuses dataVolumeTemplates that clone straight from
-// FleetVM's image namespace on the clusters: every tenant's images are
-// imported there, so a template naming one would boot from another team's
-// image. A FleetDiskImage is used by listing it in spec.diskImages and
-// naming it, without a namespace, in a sourceRef.
-func (v *FleetVirtualMachineValidator) imageReferences(vm *kubevirtv1.VirtualMachine, path *field.Path) field.ErrorList {
-	if v.ImageNamespace == "" {
+// invalid is the API server's Invalid error for errs, nil without errors.
+func invalid(fvm *fleetv1alpha1.FleetVirtualMachine, errs field.ErrorList) error {
+	if len(errs) == 0 {
 		return nil
 	}
-	var errs field.ErrorList
-	msg := fmt.Sprintf("%s holds every namespace's FleetDiskImages on the clusters: name a FleetDiskImage of spec.diskImages without a namespace instead", v.ImageNamespace)
-	for i, dv := range vm.Spec.DataVolumeTemplates {
-		p := path.Child("spec", "dataVolumeTemplates").Index(i).Child("spec")
-		if ref := dv.Spec.SourceRef; ref != nil && ref.Namespace != nil && *ref.Namespace == v.ImageNamespace {
-			errs = append(errs, field.Forbidden(p.Child("sourceRef", "namespace"), msg))
-		}
-		if src := dv.Spec.Source; src != nil && src.PVC != nil && src.PVC.Namespace == v.ImageNamespace {
-			errs = append(errs, field.Forbidden(p.Child("source", "pvc", "namespace"), msg))
-		}
-	}
-	return errs
-}
-
-// helmReleaseMax is the longest Helm release name: a git source with helm
-// options is rendered as release metadata.name.
-const helmReleaseMax = 53
-
-// validatePlacement checks what OpenAPI cannot of spec.placement: a label
-// selector the OCM scheduler and FleetVM can evaluate.
-func validatePlacement(p fleetv1alpha1.FleetPlacement) field.ErrorList {
-	if p.ClusterSelector == nil {
-		return nil
-	}
-	return metav1validation.ValidateLabelSelector(p.ClusterSelector, metav1validation.LabelSelectorValidationOptions{},
-		field.NewPath("spec", "placement", "clusterSelector"))
+	return apierrors.NewInvalid(fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine").GroupKind(), fvm.Name, errs)
 }
 
 // templateWarnings tells the user which template fields FleetVM overrides.

@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -84,4 +88,57 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 		_ = conn.Close()
 		return true, nil
 	})
+}
+
+// WebhooksDown makes the hub's FleetVM webhooks unreachable, as when
+// fleetvm-hub is down: every one of them is pointed at a closed port (its
+// failurePolicy decides what the API server does then). restore points
+// them back.
+func (f *Fleet) WebhooksDown(ctx context.Context) (restore func(context.Context) error, err error) {
+	var list admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := f.Hub.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var saved []admissionregistrationv1.ValidatingWebhookConfiguration
+	for i := range list.Items {
+		cfg := &list.Items[i]
+		orig := cfg.DeepCopy()
+		changed := false
+		for j := range cfg.Webhooks {
+			cc := &cfg.Webhooks[j].ClientConfig
+			if cc.URL == nil || !strings.Contains(*cc.URL, "fleetvm-io") {
+				continue
+			}
+			u, err := url.Parse(*cc.URL)
+			if err != nil {
+				return nil, err
+			}
+			u.Host = "127.0.0.1:1" // nothing listens there
+			cc.URL = ptr.To(u.String())
+			changed = true
+		}
+		if !changed {
+			continue
+		}
+		if err := f.Hub.Client.Update(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("point webhook configuration %s at a closed port: %w", cfg.Name, err)
+		}
+		saved = append(saved, *orig)
+	}
+	if len(saved) == 0 {
+		return nil, fmt.Errorf("no FleetVM webhook is installed on the hub")
+	}
+	return func(ctx context.Context) error {
+		for i := range saved {
+			cur := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&saved[i]), cur); err != nil {
+				return err
+			}
+			cur.Webhooks = saved[i].Webhooks
+			if err := f.Hub.Client.Update(ctx, cur); err != nil {
+				return fmt.Errorf("restore webhook configuration %s: %w", cur.Name, err)
+			}
+		}
+		return nil
+	}, nil
 }

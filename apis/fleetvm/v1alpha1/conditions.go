@@ -56,6 +56,11 @@ const (
 	// ReasonForbidden: the spec asks for something its namespace may not
 	// use.
 	ReasonForbidden = "Forbidden"
+	// ReasonInvalidSpec: the spec breaks a rule admission checks (it got
+	// past admission: webhook off or set to Ignore, created before the
+	// rule existed, restored from a backup). Nothing new is placed or
+	// delivered; the VMs already running stay.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonDeleting: the FleetVirtualMachine is being deleted.
 	ReasonDeleting        = "Deleting"
 	ReasonWaitingForImage = "WaitingForImage"

@@ -525,6 +525,14 @@ type FleetVirtualMachineStatus struct {
 	// +listMapKey=image
 	// +kubebuilder:validation:MaxItems=64
 	DiskImages []DiskImageUsage `json:"diskImages,omitempty"`
+
+	// deletionPolicy is the policy the deletion follows, recorded before
+	// its first step and kept to the end: Delete, the VMs are being
+	// removed; Orphan, they are being left running. Set only once the
+	// FleetVirtualMachine is being deleted; spec.deletionPolicy can no
+	// longer change then.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // FleetVirtualMachine is one KubeVirt VirtualMachine run on the managed

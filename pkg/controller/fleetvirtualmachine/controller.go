@@ -135,6 +135,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if added {
 		r.expect.Wrote(fvm)
 	}
+	if invalid, err := r.reconcileInvalid(ctx, fvm); invalid || err != nil {
+		return ctrl.Result{}, err // validate.go: nothing new is placed or delivered, no VM removed
+	}
 	before := fvm.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 

@@ -51,7 +51,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		return ctrl.Result{}, nil
 	}
 	name := ChildName(client.ObjectKeyFromObject(fvm))
-	deleteVMs := fvm.Spec.DeletionPolicy != fleetv1alpha1.DeletionPolicyOrphan
+	deleteVMs, err := r.deletionPolicy(ctx, fvm) // deletionpolicy.go: the policy it started with, to the end
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name)
 	if err != nil {
@@ -91,13 +94,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, err
 		}
 		for _, c := range reported {
-			waiting = append(waiting, c+": the cluster's agent still reports the VM (removal not confirmed)")
+			waiting = append(waiting, c+": the cluster's agent still reports the VM (removal not confirmed: remove the VM on that cluster, or, if the cluster is gone for good, its VMReport "+c+"/"+reportName(fvm)+" on the hub)")
 		}
 	}
 	if len(errs) > 0 || len(waiting) > 0 {
-		msg := "waiting to remove the VMs: " + strings.Join(waiting[:min(len(waiting), 10)], "; ")
+		msg := "waiting to remove the VMs (" + deletionPolicyNote(fvm) + "): " + strings.Join(waiting[:min(len(waiting), 10)], "; ")
 		if !deleteVMs {
-			msg = "waiting for Argo CD to delete the Applications (the VMs stay: deletionPolicy Orphan)"
+			msg = "waiting for Argo CD to delete the Applications (the VMs stay: " + deletionPolicyNote(fvm) + ")"
 		}
 		r.setDeletingCondition(ctx, fvm, msg)
 		if len(errs) > 0 {
