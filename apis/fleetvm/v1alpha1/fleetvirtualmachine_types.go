@@ -318,10 +318,26 @@ type ClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Cluster string `json:"cluster"`
 
-	// environment is the cluster's environment label value.
+	// environment is the environment the VM on this cluster is delivered
+	// for (a git source's overlay): the cluster's environment label value
+	// when it was placed, or a new value once it has held for the grace
+	// period.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Environment string `json:"environment,omitempty"`
+
+	// pendingEnvironment is the cluster's environment label value while it
+	// differs from environment: the VM switches to it once it has held
+	// for the grace period since pendingEnvironmentSince. Empty with
+	// pendingEnvironmentSince set: the label was removed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	PendingEnvironment string `json:"pendingEnvironment,omitempty"`
+
+	// pendingEnvironmentSince is when the hub first saw the cluster's
+	// environment label at pendingEnvironment.
+	// +optional
+	PendingEnvironmentSince *metav1.Time `json:"pendingEnvironmentSince,omitempty"`
 
 	// phase summarizes the VM on this cluster.
 	// +optional
