@@ -78,6 +78,8 @@ type FleetVirtualMachineSpec struct {
 	// source delivers the VM from a git repository instead of an inline
 	// template.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(has(self.kustomize) && has(self.kustomize.namePrefix) ? self.kustomize.namePrefix : '') == (has(oldSelf.kustomize) && has(oldSelf.kustomize.namePrefix) ? oldSelf.kustomize.namePrefix : '')",message="kustomize.namePrefix is immutable: it renames the VMs, and Argo CD would prune the running ones on every cluster at once; create a new FleetVirtualMachine",fieldPath=".kustomize.namePrefix",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="has(self.helm) == has(oldSelf.helm)",message="helm cannot be added or removed: the path would be rendered by another tool under other names, and Argo CD would prune the running VMs on every cluster at once; create a new FleetVirtualMachine",fieldPath=".helm",reason=FieldValueForbidden
 	Source *GitSource `json:"source,omitempty"`
 
 	// placement selects the managed clusters the VM runs on. Omitted, the
@@ -111,6 +113,13 @@ type FleetVirtualMachineSpec struct {
 }
 
 // GitSource is a git repository path holding the VM manifests.
+//
+// What names the VMs on the clusters is immutable, as an inline
+// template's VM name is: path, kustomize.namePrefix, and whether Helm or
+// kustomize renders the path. Changing any would make every
+// Application render other names at once, and Argo CD would prune the
+// running VMs on every cluster together. repoURL and targetRevision may
+// change: a new commit, tag or mirror is how a git source rolls out.
 type GitSource struct {
 	// repoURL is the git repository URL.
 	// +required
@@ -122,11 +131,14 @@ type GitSource struct {
 	// path is the directory in the repository. The placeholder
 	// "{{environment}}" is replaced, per cluster, by the value of the
 	// cluster's environment label, to pick a per-environment overlay such as
-	// "vms/overlays/{{environment}}".
+	// "vms/overlays/{{environment}}". A cluster whose label changes keeps
+	// its overlay until the new value has held for the grace period.
+	// Immutable: another path can name other VMs.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="path must be relative and must not contain '..'"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="path is immutable: another path can name other VMs, and Argo CD would prune the running ones on every cluster at once; create a new FleetVirtualMachine",reason=FieldValueForbidden
 	Path string `json:"path"`
 
 	// targetRevision is the branch, tag or commit. Defaults to HEAD.
@@ -146,7 +158,8 @@ type GitSource struct {
 
 // KustomizeOptions are the kustomize settings passed to Argo CD.
 type KustomizeOptions struct {
-	// namePrefix is prepended to the names of the resources.
+	// namePrefix is prepended to the names of the resources. Immutable: it
+	// renames the VMs.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	NamePrefix string `json:"namePrefix,omitempty"`
@@ -311,10 +324,26 @@ type ClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Cluster string `json:"cluster"`
 
-	// environment is the cluster's environment label value.
+	// environment is the environment the VM on this cluster is delivered
+	// for (a git source's overlay): the cluster's environment label value
+	// when it was placed, or a new value once it has held for the grace
+	// period.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Environment string `json:"environment,omitempty"`
+
+	// pendingEnvironment is the cluster's environment label value while it
+	// differs from environment: the VM switches to it once it has held
+	// for the grace period since pendingEnvironmentSince. Empty with
+	// pendingEnvironmentSince set: the label was removed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	PendingEnvironment string `json:"pendingEnvironment,omitempty"`
+
+	// pendingEnvironmentSince is when the hub first saw the cluster's
+	// environment label at pendingEnvironment.
+	// +optional
+	PendingEnvironmentSince *metav1.Time `json:"pendingEnvironmentSince,omitempty"`
 
 	// phase summarizes the VM on this cluster.
 	// +optional

@@ -15,28 +15,52 @@ import (
 // alarms wake a FleetVirtualMachine's reconcile when a grace period ends,
 // on the reconciler's own clock: with a fake clock in tests, stepping it
 // past the grace period fires the alarm (controller-runtime's RequeueAfter
-// would wait real time). One alarm per FleetVirtualMachine; setting it
-// again replaces it.
+// would wait real time). One alarm per FleetVirtualMachine and purpose;
+// setting it again replaces it.
 type alarms struct {
 	clock  clock.WithDelayedExecution
 	events chan event.GenericEvent
 
 	mu     sync.Mutex
-	timers map[types.NamespacedName]*alarm
+	timers map[alarmKey]*alarm
+}
+
+// alarmPurpose tells a FleetVirtualMachine's alarms apart: each is set by
+// its own step of the reconcile.
+type alarmPurpose int
+
+const (
+	// alarmGrace ends a leaving cluster's grace period (decide.go).
+	alarmGrace alarmPurpose = iota
+	// alarmOverlay ends a relabelled cluster's wait before its overlay
+	// switches (overlay.go).
+	alarmOverlay
+)
+
+type alarmKey struct {
+	fvm     types.NamespacedName
+	purpose alarmPurpose
 }
 
 type alarm struct{ timer clock.Timer }
 
 func newAlarms(c clock.WithDelayedExecution) *alarms {
-	return &alarms{clock: c, events: make(chan event.GenericEvent, 64), timers: map[types.NamespacedName]*alarm{}}
+	return &alarms{clock: c, events: make(chan event.GenericEvent, 64), timers: map[alarmKey]*alarm{}}
 }
 
-// set wakes key after d; d <= 0 clears its alarm. A nil alarms (a
-// Reconciler used without SetupWithManager) does nothing.
+// set wakes key after d when a grace period ends; d <= 0 clears that
+// alarm.
 func (a *alarms) set(key types.NamespacedName, d time.Duration) {
+	a.setFor(key, alarmGrace, d)
+}
+
+// setFor wakes key after d, for purpose; d <= 0 clears that alarm. A nil
+// alarms (a Reconciler used without SetupWithManager) does nothing.
+func (a *alarms) setFor(fvm types.NamespacedName, purpose alarmPurpose, d time.Duration) {
 	if a == nil {
 		return
 	}
+	key := alarmKey{fvm: fvm, purpose: purpose}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if old, ok := a.timers[key]; ok {
@@ -55,7 +79,7 @@ func (a *alarms) set(key types.NamespacedName, d time.Duration) {
 		}
 		a.mu.Unlock()
 		a.events <- event.GenericEvent{Object: &fleetv1alpha1.FleetVirtualMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: fvm.Namespace, Name: fvm.Name},
 		}}
 	})
 }

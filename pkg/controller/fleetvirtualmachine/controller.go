@@ -331,9 +331,11 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 }
 
 // deliveryTargets are the ApplicationSet's elements: every cluster the VM
-// is delivered to, with its environment label. A leaving cluster keeps the
-// environment it was placed for, so a label that flaps does not switch its
-// VM to another overlay.
+// is delivered to, with the environment the status records for it
+// (overlay.go): a relabelled cluster switches overlay only once its new
+// label has held for the grace period, and a leaving one keeps the
+// environment it was placed for. The overlay alarm wakes the reconcile
+// when a pending switch is due.
 func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placementOutcome) []deliveryTarget {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
@@ -341,12 +343,13 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 	}
 	var out []deliveryTarget
 	for _, c := range outcome.delivered() {
-		env := recorded[c]
-		if mc := obs.Facts[c].Cluster; mc != nil && (outcome.Clusters[c].State == statePlaced || env == "") {
+		env, ok := recorded[c]
+		if mc := obs.Facts[c].Cluster; mc != nil && !ok {
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
 		out = append(out, deliveryTarget{Name: c, Environment: env})
 	}
+	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, overlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
 	return out
 }
 

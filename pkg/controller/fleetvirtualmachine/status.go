@@ -146,11 +146,13 @@ func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
 func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
 	e := fleetv1alpha1.ClusterStatus{Cluster: name}
 	info, known := in.Clusters[name]
-	e.Environment = info.Environment
-	if plan.State != statePlaced && prev.Environment != "" {
-		// The copy that leaves is the one placed for that environment.
-		e.Environment = prev.Environment
+	var previous *fleetv1alpha1.ClusterStatus
+	if prev.Cluster != "" {
+		previous = &prev
 	}
+	overlay := chooseOverlay(overlayInput{Previous: previous, Label: info.Environment, LabelKnown: known,
+		Placed: plan.State == statePlaced, Now: in.Now.Time, GracePeriod: in.GracePeriod})
+	e.Environment, e.PendingEnvironment, e.PendingEnvironmentSince = overlay.Environment, overlay.Pending, overlay.PendingSince
 	app, hasApp := in.Apps[name]
 	if hasApp {
 		e.SyncStatus, e.Health = app.Sync, app.Health

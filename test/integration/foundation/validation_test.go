@@ -1,6 +1,7 @@
 package foundation
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -335,6 +337,113 @@ func TestImmutableFields(t *testing.T) {
 			err := c.Update(t.Context(), &f)
 			if err == nil {
 				t.Fatal("update accepted, want rejected")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestImmutableGitSource: changes to a git source that would rename or
+// drop its VMs on every cluster at once are refused, naming the field and
+// the reason; a new commit or repository (repoURL, targetRevision) and
+// other kustomize options are how a git source rolls out, and pass.
+func TestImmutableGitSource(t *testing.T) {
+	const ns = "immutable-git"
+	if err := fleet(t).Hub.Tenant(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	c := fleet(t).Hub.Client
+	create := func(t *testing.T, name string, src fleetv1alpha1.GitSource) *fleetv1alpha1.FleetVirtualMachine {
+		t.Helper()
+		f := &fleetv1alpha1.FleetVirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       fleetv1alpha1.FleetVirtualMachineSpec{Source: &src},
+		}
+		if err := c.Create(t.Context(), f); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		return f
+	}
+	kustomize := fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vms/overlays/{{environment}}", TargetRevision: "main",
+		Kustomize: &fleetv1alpha1.KustomizeOptions{NamePrefix: "team-", CommonLabels: map[string]string{"tier": "web"}}}
+	plain := fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vms/base", TargetRevision: "main"}
+	helm := fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "charts/vm", TargetRevision: "main",
+		Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-prod.yaml"}}}
+	cases := map[string]struct {
+		source fleetv1alpha1.GitSource
+		mutate func(*fleetv1alpha1.GitSource)
+		// want: parts of the error; nil: the update passes.
+		want []string
+	}{
+		"change the path": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Path = "vms/other/{{environment}}" },
+			want:   []string{"spec.source.path", "path is immutable", "prune"},
+		},
+		"change the namePrefix": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Kustomize.NamePrefix = "other-" },
+			want:   []string{"spec.source.kustomize.namePrefix", "namePrefix is immutable", "prune"},
+		},
+		"drop the namePrefix": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Kustomize = nil },
+			want:   []string{"spec.source.kustomize.namePrefix", "namePrefix is immutable"},
+		},
+		"add a namePrefix": {
+			source: plain,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Kustomize = &fleetv1alpha1.KustomizeOptions{NamePrefix: "team-"} },
+			want:   []string{"spec.source.kustomize.namePrefix", "namePrefix is immutable"},
+		},
+		"add helm": {
+			source: plain,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Helm = &fleetv1alpha1.HelmOptions{Values: "a: b"} },
+			want:   []string{"spec.source.helm", "helm cannot be added or removed"},
+		},
+		"drop helm": {
+			source: helm,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Helm = nil },
+			want:   []string{"spec.source.helm", "helm cannot be added or removed"},
+		},
+		"roll out a new revision": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.TargetRevision = "v2.0.0" },
+		},
+		"move to a mirror": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.RepoURL = "ssh://git.internal.example/vms.git" },
+		},
+		"change the common labels": {
+			source: kustomize,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Kustomize.CommonLabels = map[string]string{"tier": "db"} },
+		},
+		"change helm values": {
+			source: helm,
+			mutate: func(s *fleetv1alpha1.GitSource) { s.Helm.ValueFiles = []string{"values-dev.yaml"} },
+		},
+	}
+	i := 0
+	for name, tc := range cases {
+		i++
+		t.Run(name, func(t *testing.T) {
+			f := create(t, fmt.Sprintf("git-%d", i), tc.source)
+			tc.mutate(f.Spec.Source)
+			err := c.Update(t.Context(), f)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("update refused, want accepted: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("update accepted, want refused")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Errorf("error is not Invalid: %v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

@@ -106,6 +106,11 @@ func startHub(ctx context.Context) error {
 
 // startHubWith runs fleetvm-hub's reconcilers with cfg.
 func startHubWith(ctx context.Context, cfg fleetvirtualmachine.Config) error {
+	return startHubOn(ctx, hub.Options{FleetVM: cfg})
+}
+
+// startHubOn runs fleetvm-hub's reconcilers with opts (a fake clock, say).
+func startHubOn(ctx context.Context, opts hub.Options) error {
 	mgr, err := ctrl.NewManager(fleet.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
 		Cache:   hub.CacheOptions(argoNS),
@@ -118,7 +123,7 @@ func startHubWith(ctx context.Context, cfg fleetvirtualmachine.Config) error {
 		return err
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := hub.SetupReconcilers(mctx, mgr, hub.Options{FleetVM: cfg}); err != nil {
+	if err := hub.SetupReconcilers(mctx, mgr, opts); err != nil {
 		cancel()
 		return err
 	}
