@@ -23,6 +23,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/localfleet"
 )
 
@@ -130,11 +131,11 @@ func TestExamples(t *testing.T) {
 			fvm.Spec.Source.RepoURL = fleet.GitRepoURL
 		}
 	}
-	got := ExamplesSpec(t, ExamplesInput{Hub: fleet.Hub.Client, Examples: examples, Timeout: timeout})
-
 	want := map[string]int{ // clusters per example, as examples/README.md says
 		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 2,
 	}
+	got := ExamplesSpec(t, ExamplesInput{Hub: fleet.Hub.Client, Examples: examples, Clusters: want, Timeout: timeout})
+
 	// The Windows VMs are on VLAN 2003: only nodes with its bridge can
 	// start them, and prod-b has none.
 	bridgeNodes := map[string]bool{}
@@ -163,9 +164,10 @@ func TestExamples(t *testing.T) {
 		// It asks for every cluster: the status says why prod-b is left out.
 		wantExcluded := []fleetv1alpha1.ExclusionCount{{Reason: "MissingNetwork", Count: 1, Clusters: []string{"prod-b"},
 			Detail: "network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)"}}
-		if fvm.Status.Placement == nil || !equality.Semantic.DeepEqual(fvm.Status.Placement.Excluded, wantExcluded) {
-			t.Errorf("Server 2019 status.placement = %+v, want excluded %+v", fvm.Status.Placement, wantExcluded)
-		}
+		fleetrun.WaitFVM(t, fleet.Hub.Client, client.ObjectKeyFromObject(fvm), timeout, "Server 2019 says why prod-b is left out",
+			func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+				return f.Status.Placement != nil && equality.Semantic.DeepEqual(f.Status.Placement.Excluded, wantExcluded)
+			})
 		// The dev overlay halves the cores; prod keeps the base's 8.
 		for _, c := range fvm.Status.Clusters {
 			vm := &kubevirtv1.VirtualMachine{}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -74,17 +75,21 @@ func LifecycleSpec(t *testing.T, in LifecycleInput) {
 			}
 			return nil
 		})
+		// The agents reported Stopped; the VMs say so themselves.
 		for _, cluster := range decided {
-			vm := getVM(t, in, cluster, fvm)
-			if vm == nil {
-				t.Fatalf("VM %s gone from %s after stopping", vmKey(fvm), cluster)
-			}
-			if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
-				t.Errorf("VM on %s has runStrategy %v, want Halted", cluster, vm.Spec.RunStrategy)
-			}
-			if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
-				t.Errorf("VM on %s is %s, want Stopped", cluster, vm.Status.PrintableStatus)
-			}
+			waitSpoke(t, in, cluster, "VM halted and stopped", func(ctx context.Context, c client.Client) error {
+				vm := &kubevirtv1.VirtualMachine{}
+				if err := c.Get(ctx, vmKey(fvm), vm); err != nil {
+					return err
+				}
+				if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
+					return fmt.Errorf("runStrategy %v, want Halted", vm.Spec.RunStrategy)
+				}
+				if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
+					return fmt.Errorf("VM is %s, want Stopped", vm.Status.PrintableStatus)
+				}
+				return nil
+			})
 		}
 
 		deleteFVM(t, in, fvm)
@@ -116,14 +121,24 @@ func LifecycleSpec(t *testing.T, in LifecycleInput) {
 			}
 		})
 
+		uids := map[string]types.UID{}
+		for _, cluster := range decided {
+			if vm := getVM(t, in, cluster, fvm); vm != nil {
+				uids[cluster] = vm.UID
+			}
+		}
+
 		deleteFVM(t, in, fvm)
 		// The Applications are gone with the FleetVirtualMachine, so no
-		// Argo CD will touch the VMs anymore: they must be there now and
-		// still running.
+		// Argo CD will touch the VMs anymore: what runs now is the final
+		// state, and it must be the same VMs, still running.
 		for _, cluster := range decided {
 			vm := getVM(t, in, cluster, fvm)
 			if vm == nil {
 				t.Fatalf("orphaned VM %s gone from %s", vmKey(fvm), cluster)
+			}
+			if vm.UID != uids[cluster] {
+				t.Errorf("VM on %s was replaced (UID %s, was %s), not left alone", cluster, vm.UID, uids[cluster])
 			}
 			if vm.DeletionTimestamp != nil {
 				t.Errorf("orphaned VM on %s is being deleted", cluster)
@@ -194,24 +209,25 @@ func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.Fle
 		}
 	}
 
-	// Argo CD made one Application per cluster and synced it.
-	var apps argov1alpha1.ApplicationList
-	if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{
-		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var appClusters []string
-	for _, a := range apps.Items {
-		appClusters = append(appClusters, a.Spec.Destination.Name)
-		if a.Status.OperationState == nil || a.Status.OperationState.Phase != "Succeeded" {
-			t.Errorf("Application %s: last sync %+v, want Succeeded", a.Name, a.Status.OperationState)
+	// Argo CD made one Application per cluster and synced it; a sync may
+	// still be finishing when the FleetVM reads Synced, so wait for it.
+	waitApplications(t, in, fvm, "one per decided cluster, synced", func(apps []argov1alpha1.Application) error {
+		var appClusters []string
+		for _, a := range apps {
+			appClusters = append(appClusters, a.Spec.Destination.Name)
 		}
-	}
-	slices.Sort(appClusters)
-	if !slices.Equal(appClusters, decided) {
-		t.Errorf("Applications for %v, want one per decided cluster %v", appClusters, decided)
-	}
+		slices.Sort(appClusters)
+		if !slices.Equal(appClusters, decided) {
+			return fmt.Errorf("Applications for %v, want one per decided cluster %v", appClusters, decided)
+		}
+		for _, a := range apps {
+			if err := syncedAtRest(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	noDriftAfterFirstSync(t, in, fvm, decided)
 
 	// The VM on each cluster is the one the status reports: applied by Argo
 	// CD, labelled for FleetVM, its cloud-init untouched.
@@ -234,11 +250,99 @@ func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.Fle
 		if got := userData(vm); got != cloudInit {
 			t.Errorf("VM on %s: cloud-init %q, want %q unchanged", c.Cluster, got, cloudInit)
 		}
-		if vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusRunning {
-			t.Errorf("VM on %s is %s, want Running", c.Cluster, vm.Status.PrintableStatus)
-		}
 	}
 	return decided
+}
+
+// syncedAtRest is an Application at rest after a sync: no operation under
+// way, the last one succeeded, synced and healthy.
+func syncedAtRest(a argov1alpha1.Application) error {
+	switch op := a.Status.OperationState; {
+	case a.Operation != nil:
+		return fmt.Errorf("Application %s: an operation is under way", a.Name)
+	case op == nil || op.Phase != "Succeeded":
+		return fmt.Errorf("Application %s: last sync %+v, want Succeeded", a.Name, op)
+	case a.Status.Sync.Status != argov1alpha1.SyncStatusCodeSynced || a.Status.Health.Status != "Healthy":
+		return fmt.Errorf("Application %s: %s/%s, want Synced/Healthy", a.Name, a.Status.Sync.Status, a.Status.Health.Status)
+	}
+	return nil
+}
+
+// noDriftAfterFirstSync: once the VMs run and KubeVirt has done with their
+// specs (it fills in firmware UUID and serial, machine type, architecture),
+// Argo CD compares them again and finds nothing to heal. The window ends
+// with a state: every Application reconciled after the VMs settled (Argo CD
+// starts a first self-heal in the reconcile that finds drift).
+func noDriftAfterFirstSync(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine, decided []string) {
+	t.Helper()
+	for _, cluster := range decided {
+		waitSpoke(t, in, cluster, "VM running, its spec seen by KubeVirt", func(ctx context.Context, c client.Client) error {
+			vm := &kubevirtv1.VirtualMachine{}
+			if err := c.Get(ctx, vmKey(fvm), vm); err != nil {
+				return err
+			}
+			switch {
+			case vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusRunning:
+				return fmt.Errorf("VM is %s, want Running", vm.Status.PrintableStatus)
+			case vm.Status.ObservedGeneration < vm.Generation:
+				return fmt.Errorf("KubeVirt saw generation %d of %d", vm.Status.ObservedGeneration, vm.Generation)
+			}
+			return nil
+		})
+	}
+	settled := time.Now()
+	apps := waitApplications(t, in, fvm, "reconciled after the VMs settled", func(apps []argov1alpha1.Application) error {
+		for _, a := range apps {
+			// reconciledAt has whole seconds and is rounded down: after
+			// settled means the comparison started after it.
+			if at := a.Status.ReconciledAt; at == nil || !at.After(settled) {
+				return fmt.Errorf("Application %s last reconciled at %v, before %s", a.Name, at, settled.Format(time.RFC3339))
+			}
+		}
+		return nil
+	})
+	for _, a := range apps {
+		if op := a.Status.OperationState; op != nil && op.Operation.Sync != nil && op.Operation.Sync.SelfHealAttemptsCount > 0 {
+			t.Errorf("Application %s: Argo CD self-healed %d times (last sync started %s, resources %+v)",
+				a.Name, op.Operation.Sync.SelfHealAttemptsCount, op.StartedAt.Format(time.RFC3339), op.Operation.Sync.Resources)
+		}
+		if err := syncedAtRest(a); err != nil {
+			t.Errorf("%v; out of sync: %s", err, outOfSync(a))
+		}
+	}
+}
+
+// outOfSync names the Application's resources Argo CD finds out of sync.
+func outOfSync(a argov1alpha1.Application) string {
+	var out []string
+	for _, r := range a.Status.Resources {
+		if r.Status != argov1alpha1.SyncStatusCodeSynced {
+			out = append(out, fmt.Sprintf("%s/%s %s/%s: %s", r.Group, r.Kind, r.Namespace, r.Name, r.Status))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// waitApplications polls the FleetVirtualMachine's Applications until check
+// returns nil, and returns them.
+func waitApplications(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine, what string, check func([]argov1alpha1.Application) error) []argov1alpha1.Application {
+	t.Helper()
+	var apps argov1alpha1.ApplicationList
+	err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
+		if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{
+			fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+		}); err != nil {
+			return err
+		}
+		return check(apps.Items)
+	})
+	if err != nil {
+		t.Fatalf("Applications of %s %s: %v", vmKey(fvm), what, err)
+	}
+	return apps.Items
 }
 
 func userData(vm *kubevirtv1.VirtualMachine) string {
@@ -393,13 +497,17 @@ type ExamplesInput struct {
 	// Examples are the FleetVirtualMachines to apply (their namespaces are
 	// created if missing).
 	Examples []*fleetv1alpha1.FleetVirtualMachine
+	// Clusters is how many clusters each example runs on, by name; the
+	// wait lasts until it does (an example may be Ready on its first
+	// clusters while the others are still being decided).
+	Clusters map[string]int
 	// Timeout bounds the wait for all of them to be Ready.
 	Timeout time.Duration
 }
 
 // ExamplesSpec applies the examples and waits until every one is Ready on
-// every cluster it is decided for, each cluster Running with node and IP,
-// synced and healthy in Argo CD. It returns them as the hub holds them.
+// every cluster it is decided for (as many as in.Clusters says), each
+// cluster Running with node and IP, synced and healthy in Argo CD. It returns them as the hub holds them.
 func ExamplesSpec(t *testing.T, in ExamplesInput) []*fleetv1alpha1.FleetVirtualMachine {
 	t.Helper()
 	ctx := t.Context()
@@ -417,6 +525,9 @@ func ExamplesSpec(t *testing.T, in ExamplesInput) []*fleetv1alpha1.FleetVirtualM
 		out = append(out, waitFVM(t, lin, fvm, "Ready", func(f *fleetv1alpha1.FleetVirtualMachine) error {
 			if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
 				return err
+			}
+			if want, ok := in.Clusters[f.Name]; ok && len(f.Status.Clusters) != want {
+				return fmt.Errorf("on %d clusters, want %d", len(f.Status.Clusters), want)
 			}
 			if len(f.Status.Clusters) == 0 {
 				return fmt.Errorf("on no cluster")

@@ -65,6 +65,10 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 			return ctrl.Result{}, fmt.Errorf("add finalizer to VirtualMachine %s: %w", klog.KObj(vm), err)
 		}
 	}
+	if patched, err := s.fillSpec(ctx, vm); err != nil || patched {
+		// Patched: the VM comes back through the watch.
+		return ctrl.Result{}, err
+	}
 
 	dvsReady, dvWait, err := s.dataVolumes(ctx, vm)
 	if err != nil {

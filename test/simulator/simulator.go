@@ -12,6 +12,9 @@
 // shrinks), or ErrorUnschedulable when no node has room; a VM that should
 // not run goes Stopping → Stopped and loses its instance and pod.
 //
+// Like KubeVirt, it fills into every VM's spec what the VM definition
+// leaves empty: firmware UUID and serial, machine type and architecture.
+//
 // It also stands in for CDI's DataVolume and DataSource controllers:
 // DataVolumes no VM owns (such as those a ManifestWork creates) are
 // imported the same way, each import that succeeds leaves a Bound

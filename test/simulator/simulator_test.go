@@ -375,3 +375,61 @@ func TestNetworks(t *testing.T) {
 		t.Errorf("launcher pod asks for %s of %s, want 1", q.String(), res)
 	}
 }
+
+// TestFillsSpecLikeKubeVirt: as KubeVirt does, every VM gets a firmware
+// UUID and serial of its own, a machine type and an architecture written
+// into its spec, and what the VM sets itself stays as it is.
+func TestFillsSpecLikeKubeVirt(t *testing.T) {
+	ctx := t.Context()
+	s := spoke(t, "fill")
+	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-fill", CPU: "8", Memory: "16Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	setsOwn := agenttest.VM("fill", "own", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	setsOwn.Spec.Template.Spec.Domain.Firmware = &kubevirtv1.Firmware{Serial: "S-1", Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{}}}
+	setsOwn.Spec.Template.Spec.Domain.Machine = &kubevirtv1.Machine{Type: "pc-q35-rhel9.6.0"}
+	for _, vm := range []*kubevirtv1.VirtualMachine{
+		agenttest.VM("fill", "a", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
+		agenttest.VM("fill", "b", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
+		setsOwn,
+	} {
+		if err := s.Client.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filled := func(name string) *kubevirtv1.VirtualMachine {
+		t.Helper()
+		var vm *kubevirtv1.VirtualMachine
+		err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+			var err error
+			if vm, err = vmStatus(ctx, s.Client, "fill", name); err != nil {
+				return false, err
+			}
+			fw := vm.Spec.Template.Spec.Domain.Firmware
+			return fw != nil && fw.UUID != "" && fw.Serial != "", nil
+		})
+		if err != nil {
+			t.Fatalf("VM fill/%s: no firmware UUID and serial: %v", name, err)
+		}
+		return vm
+	}
+	a, b, own := filled("a"), filled("b"), filled("own")
+
+	for _, vm := range []*kubevirtv1.VirtualMachine{a, b} {
+		d := vm.Spec.Template.Spec
+		if d.Domain.Machine == nil || d.Domain.Machine.Type != simulator.DefaultMachineType || d.Architecture != simulator.DefaultArchitecture {
+			t.Errorf("VM %s: machine %+v architecture %q, want %s and %s", vm.Name, d.Domain.Machine, d.Architecture, simulator.DefaultMachineType, simulator.DefaultArchitecture)
+		}
+	}
+	fa, fb := a.Spec.Template.Spec.Domain.Firmware, b.Spec.Template.Spec.Domain.Firmware
+	if fa.UUID == fb.UUID || fa.Serial == fb.Serial {
+		t.Errorf("two VMs share firmware IDs: %+v and %+v", fa, fb)
+	}
+	fo := own.Spec.Template.Spec.Domain.Firmware
+	if fo.Serial != "S-1" || fo.Bootloader == nil || fo.Bootloader.EFI == nil {
+		t.Errorf("firmware the VM sets was changed: %+v", fo)
+	}
+	if m := own.Spec.Template.Spec.Domain.Machine; m == nil || m.Type != "pc-q35-rhel9.6.0" {
+		t.Errorf("machine type the VM sets was changed: %+v", m)
+	}
+}

@@ -152,6 +152,9 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 		Project:     project,
 		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
 		SyncPolicy:  syncPolicy(d),
+		// A git source's VM definition is not known here: every field
+		// KubeVirt may fill in is left out of the diff.
+		IgnoreDifferences: kubevirtFilledFields(nil),
 	}
 	elements := make([]apiextensionsv1.JSON, 0, len(targets))
 	for _, t := range targets {
@@ -170,6 +173,11 @@ func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachin
 		if err != nil {
 			return nil, err
 		}
+		var def map[string]any
+		if err := json.Unmarshal(fvm.Spec.Template.Raw, &def); err != nil {
+			return nil, fmt.Errorf("decode spec.template: %w", err)
+		}
+		spec.IgnoreDifferences = kubevirtFilledFields(def)
 		spec.Source = &argov1alpha1.ApplicationSource{
 			RepoURL:        r.Config.Chart.RepoURL,
 			Path:           r.Config.Chart.Path,
@@ -478,6 +486,71 @@ func syncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
 		}
 	}
 	return p
+}
+
+// kubevirtFilledPointers are the fields of a VirtualMachine that KubeVirt
+// fills in on the cluster when the VM definition leaves them empty. Argo
+// CD must not count them as drift: it would start a self-heal sync on
+// every Application right after its first sync, and find the same fields
+// filled in again after each one.
+//
+//   - firmware uuid: virt-controller's firmware controller (KubeVirt 1.6
+//     and later) writes one into every VM without it; virt-api's mutating
+//     webhook (1.7 and later) sets a random one when the VM is created.
+//   - firmware serial: virt-api's mutating webhook (1.7 and later), at
+//     creation.
+//   - machine type and architecture: virt-api's mutating webhook defaults
+//     both from the cluster's configuration, at creation and update.
+//   - the template's kubevirt.io/pci-topology-version annotation: virt-api's
+//     mutating webhook (1.8 and later), at creation.
+//   - instancetype and preference revisionName: KubeVirt up to 1.4 records
+//     the ControllerRevision it expanded in the VM's spec.
+var kubevirtFilledPointers = []string{
+	"/spec/template/spec/domain/firmware/uuid",
+	"/spec/template/spec/domain/firmware/serial",
+	"/spec/template/spec/domain/machine/type",
+	"/spec/template/spec/architecture",
+	"/spec/template/metadata/annotations/kubevirt.io~1pci-topology-version",
+	"/spec/instancetype/revisionName",
+	"/spec/preference/revisionName",
+}
+
+// kubevirtFilledFields tells Argo CD which fields of the VM to leave out
+// of its diff: those of kubevirtFilledPointers that the VM definition does
+// not set. For an inline template (vm, decoded) FleetVM knows which those
+// are, so a field the template sets stays compared and a change of it
+// reaches the clusters; for a git source (vm nil) it ignores them all.
+//
+// RespectIgnoreDifferences stays off: Argo CD applies with a three-way
+// merge, which keeps what KubeVirt filled in, and with it on a changed
+// value in git would never be applied to an existing VM.
+func kubevirtFilledFields(vm map[string]any) []argov1alpha1.ResourceIgnoreDifferences {
+	var pointers []string
+	for _, p := range kubevirtFilledPointers {
+		if !hasPointer(vm, p) {
+			pointers = append(pointers, p)
+		}
+	}
+	if len(pointers) == 0 {
+		return nil
+	}
+	return []argov1alpha1.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
+}
+
+// hasPointer tells whether the decoded JSON object holds a value other
+// than null at the JSON pointer (RFC 6901, object members only).
+func hasPointer(obj map[string]any, pointer string) bool {
+	var cur any = obj
+	for _, token := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[strings.NewReplacer("~1", "/", "~0", "~").Replace(token)]; !ok {
+			return false
+		}
+	}
+	return cur != nil
 }
 
 // escapeTemplate protects user text from the ApplicationSet's Go

@@ -1,0 +1,127 @@
+package fleetvirtualmachine
+
+import (
+	"encoding/json"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// TestKubevirtFilledFields: Argo CD leaves out of its diff exactly the
+// fields KubeVirt fills in that the VM definition leaves empty.
+func TestKubevirtFilledFields(t *testing.T) {
+	all := []string{
+		"/spec/template/spec/domain/firmware/uuid",
+		"/spec/template/spec/domain/firmware/serial",
+		"/spec/template/spec/domain/machine/type",
+		"/spec/template/spec/architecture",
+		"/spec/template/metadata/annotations/kubevirt.io~1pci-topology-version",
+		"/spec/instancetype/revisionName",
+		"/spec/preference/revisionName",
+	}
+	ignore := func(pointers ...string) []argov1alpha1.ResourceIgnoreDifferences {
+		return []argov1alpha1.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
+	}
+	cases := map[string]struct {
+		vm   string // the VM definition; empty: a git source, unknown
+		want []argov1alpha1.ResourceIgnoreDifferences
+	}{
+		"git source: every field KubeVirt fills in": {want: ignore(all...)},
+		"template setting none of them": {
+			vm:   `{"spec":{"template":{"spec":{"domain":{"cpu":{"cores":1}}}}}}`,
+			want: ignore(all...),
+		},
+		"firmware with a bootloader only: uuid and serial still KubeVirt's": {
+			vm:   `{"spec":{"template":{"spec":{"domain":{"firmware":{"bootloader":{"efi":{}}}}}}}}`,
+			want: ignore(all...),
+		},
+		"fields the template sets stay compared": {
+			vm: `{"spec":{"template":{"metadata":{"annotations":{"kubevirt.io/pci-topology-version":"v3"}},
+				"spec":{"architecture":"amd64","domain":{"firmware":{"serial":"S-1"},"machine":{"type":"pc-q35-rhel9.6.0"}}}}}}`,
+			want: ignore(
+				"/spec/template/spec/domain/firmware/uuid",
+				"/spec/instancetype/revisionName",
+				"/spec/preference/revisionName",
+			),
+		},
+		"null is not set": {
+			vm:   `{"spec":{"template":{"spec":{"domain":{"firmware":{"uuid":null}}}}}}`,
+			want: ignore(all...),
+		},
+		"template setting all of them: nothing ignored": {
+			vm: `{"spec":{"instancetype":{"name":"u1.small","revisionName":"r1"},"preference":{"name":"rhel.9","revisionName":"r2"},
+				"template":{"metadata":{"annotations":{"kubevirt.io/pci-topology-version":"v3"}},
+				"spec":{"architecture":"amd64","domain":{"firmware":{"uuid":"u","serial":"s"},"machine":{"type":"q35"}}}}}}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var vm map[string]any
+			if tc.vm != "" {
+				if err := json.Unmarshal([]byte(tc.vm), &vm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, kubevirtFilledFields(vm)); diff != "" {
+				t.Errorf("kubevirtFilledFields (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestApplicationTemplateIgnoresKubevirtFields: every Application an
+// ApplicationSet makes, inline template or git source, tells Argo CD to
+// leave KubeVirt's firmware uuid and serial out of the diff, and only
+// with ignoreDifferences: the sync options do not make a sync keep live
+// values over the source's.
+func TestApplicationTemplateIgnoresKubevirtFields(t *testing.T) {
+	inline := &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",
+		"spec":{"template":{"spec":{"domain":{"machine":{"type":"q35"},"memory":{"guest":"1Gi"}}}}}}`)}
+	cases := map[string]fleetv1alpha1.FleetVirtualMachineSpec{
+		"inline": {Template: inline, RunStrategy: fleetv1alpha1.RunStrategyAlways},
+		"git kustomize": {
+			Source:      &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "main"},
+			RunStrategy: fleetv1alpha1.RunStrategyAlways,
+		},
+		"git helm": {
+			Source:      &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "chart", Helm: &fleetv1alpha1.HelmOptions{}},
+			RunStrategy: fleetv1alpha1.RunStrategyAlways,
+		},
+	}
+	r := &Reconciler{Config: DefaultConfig()}
+	for name, spec := range cases {
+		t.Run(name, func(t *testing.T) {
+			fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}, Spec: spec}
+			appSet, err := r.desiredApplicationSet(fvm, "fleetvm-team-a", []deliveryTarget{{Name: "prod-a", Environment: "prod"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			app := appSet.Spec.Template.Spec
+			ignored := map[string]bool{}
+			for _, d := range app.IgnoreDifferences {
+				if d.Group != "kubevirt.io" || d.Kind != "VirtualMachine" || d.Name != "" || d.Namespace != "" {
+					t.Errorf("ignoreDifferences entry for %s/%s %s/%s, want every kubevirt.io VirtualMachine", d.Group, d.Kind, d.Namespace, d.Name)
+				}
+				for _, p := range d.JSONPointers {
+					ignored[p] = true
+				}
+			}
+			for _, p := range []string{"/spec/template/spec/domain/firmware/uuid", "/spec/template/spec/domain/firmware/serial"} {
+				if !ignored[p] {
+					t.Errorf("ignoreDifferences %+v does not hold %s", app.IgnoreDifferences, p)
+				}
+			}
+			if name == "inline" && ignored["/spec/template/spec/domain/machine/type"] {
+				t.Errorf("the template sets the machine type, yet it is left out of the diff")
+			}
+			if app.SyncPolicy.SyncOptions.HasOption("RespectIgnoreDifferences=true") {
+				t.Errorf("sync options %v: a changed value in the source would never reach an existing VM", app.SyncPolicy.SyncOptions)
+			}
+		})
+	}
+}
