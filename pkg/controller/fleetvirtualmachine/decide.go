@@ -59,10 +59,13 @@ const (
 // presence is what the hub knows of the VM on one cluster.
 type presence struct {
 	// Recorded: status.clusters has an entry: FleetVM placed the VM there.
-	Recorded      bool
-	LeavingSince  *metav1.Time
-	RemovingSince *metav1.Time
-	App           appPresence
+	Recorded     bool
+	LeavingSince *metav1.Time
+	// LeavingForSurplus: it leaves because the user lowered
+	// spec.placement.clusters (the status's message says so).
+	LeavingForSurplus bool
+	RemovingSince     *metav1.Time
+	App               appPresence
 	// AppBlocked is why Argo CD could not remove the VM if FleetVM deleted
 	// the Application now (Argo CD reports the Application invalid, for
 	// instance when it has no cluster secret for the destination: it would
@@ -255,12 +258,12 @@ func decidePlacement(in placementInput) placementOutcome {
 			return 0
 		})
 		for _, c := range placed[int(*in.Desired):] {
-			if !lowered && in.Clusters[c].LeavingSince == nil {
+			if p := in.Clusters[c]; !lowered && (p.LeavingSince == nil || !p.LeavingForSurplus) {
 				out.Surplus = append(out.Surplus, c)
 				continue
 			}
 			out.leave(in, c, in.Clusters[c], clusterIntent{
-				Kind: intentExcluded, Reason: fmt.Sprintf("spec.placement.clusters asks for %d", *in.Desired),
+				Kind: intentExcluded, Reason: fmt.Sprintf("%s %d", surplusReason, *in.Desired),
 			}, now)
 		}
 		slices.Sort(out.Surplus)
@@ -338,6 +341,10 @@ func (o *placementOutcome) leave(in placementInput, c string, p presence, i clus
 		o.Clusters[c] = plan
 	}
 }
+
+// surplusReason starts the reason of a copy that leaves because the user
+// lowered spec.placement.clusters.
+const surplusReason = "spec.placement.clusters asks for"
 
 // boolOrder sorts false before true.
 func boolOrder(a, b bool) int {

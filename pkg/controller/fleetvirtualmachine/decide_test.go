@@ -127,6 +127,13 @@ func TestDecidePlacement(t *testing.T) {
 				Intent:   map[string]clusterIntent{"b": included()}},
 			want: summaryOf{States: map[string]string{"a": "Placed"}},
 		},
+		"a cluster back from an exclusion while copies are too many: kept, not trimmed": {
+			in: placementInput{Now: t0.Add(time.Minute), GracePeriod: grace, Desired: ptr.To(int32(1)), DesiredBefore: ptr.To(int32(1)), Scheduled: true,
+				Decision: []string{"a"},
+				Clusters: map[string]presence{"a": running(), "b": {Recorded: true, App: appLive, Reported: true, LeavingSince: at(0)}},
+				Intent:   map[string]clusterIntent{"a": included(), "b": included()}},
+			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Placed"}, Surplus: []string{"b"}},
+		},
 		"more copies run than asked (found, not asked away): all kept, shown as surplus": {
 			in: placementInput{Now: t0, GracePeriod: grace, Scheduled: true, Desired: ptr.To(int32(1)), DesiredBefore: ptr.To(int32(1)),
 				Decision: []string{"a"},
@@ -216,7 +223,7 @@ func TestDecidePlacement(t *testing.T) {
 		},
 		"clusters lowered: the surplus choice does not flap": {
 			in: placementInput{Now: t0.Add(time.Minute), GracePeriod: grace, Desired: ptr.To(int32(2)), Scheduled: true, Decision: []string{"a", "b"},
-				Clusters: map[string]presence{"a": running(), "b": {Recorded: true, App: appLive, Reported: true, LeavingSince: at(0)}, "c": running()},
+				Clusters: map[string]presence{"a": running(), "b": {Recorded: true, App: appLive, Reported: true, LeavingSince: at(0), LeavingForSurplus: true}, "c": running()},
 				Intent:   map[string]clusterIntent{"a": included(), "b": included(), "c": included()}},
 			want: summaryOf{States: map[string]string{"a": "Placed", "b": "Leaving@0s", "c": "Placed"}, LookAgain: grace - time.Minute},
 		},

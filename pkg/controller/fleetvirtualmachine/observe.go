@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,7 +281,8 @@ func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs 
 		Intent:      map[string]clusterIntent{},
 	}
 	for _, c := range fvm.Status.Clusters {
-		in.Clusters[c.Cluster] = presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince}
+		in.Clusters[c.Cluster] = presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince,
+			LeavingForSurplus: c.LeavingSince != nil && strings.HasPrefix(c.Message, "leaving: "+surplusReason)}
 	}
 	for c, app := range obs.Apps {
 		p := in.Clusters[c]
