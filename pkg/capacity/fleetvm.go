@@ -1,6 +1,8 @@
 package capacity
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -38,7 +40,8 @@ func ShapeOf(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
 }
 
 // ScoreValues returns the values of a fleetvm-capacity score by name; nil
-// for no score.
+// for no score. It reads the score whatever its validUntil, as OCM's CEL
+// scores() does: the hub's pick reads ValidScoreValues.
 func ScoreValues(score *clusterv1alpha1.AddOnPlacementScore) map[string]int32 {
 	if score == nil {
 		return nil
@@ -48,4 +51,21 @@ func ScoreValues(score *clusterv1alpha1.AddOnPlacementScore) map[string]int32 {
 		out[s.Name] = s.Value
 	}
 	return out
+}
+
+// Expired tells whether a score's validUntil has come by now: the agent
+// stopped renewing it (it is gone, or cannot reach the hub), so its
+// values say nothing about the cluster any more. A score without
+// validUntil never expires.
+func Expired(score *clusterv1alpha1.AddOnPlacementScore, now time.Time) bool {
+	return score != nil && score.Status.ValidUntil != nil && !now.Before(score.Status.ValidUntil.Time)
+}
+
+// ValidScoreValues is ScoreValues for a score that has not expired by now,
+// and nil (no score: nothing fits) for one that has.
+func ValidScoreValues(score *clusterv1alpha1.AddOnPlacementScore, now time.Time) map[string]int32 {
+	if Expired(score, now) {
+		return nil
+	}
+	return ScoreValues(score)
 }

@@ -38,8 +38,9 @@ const (
 	// (an unavailable or unreachable cluster has one).
 	Taint Reason = "Taint"
 	// NoAgent: no fleetvm-capacity score (no agent, or it has not
-	// reported yet). An expired score still decides, as in OCM's CEL
-	// predicate; the detail says it is old.
+	// reported yet), or one whose validUntil has passed (the agent stopped
+	// renewing it). OCM's CEL predicate still reads an expired score; the
+	// hub does not pick a new cluster by it.
 	NoAgent Reason = "AgentNotReporting"
 	// Network: a network the VM needs is on no node of the cluster.
 	Network Reason = "MissingNetwork"
@@ -130,12 +131,12 @@ func verdict(in Input, c Cluster, sel labels.Selector) Verdict {
 			v.Reason, v.Detail = NoAgent, "no fleetvm-capacity score: the fleetvm agent has not reported"
 			return v
 		}
-		v = byScores(in, c, v)
-		// OCM's fit predicate reads a score whatever its validUntil, so
-		// an expired one still decides; say it is old.
+		// As the hub's pick: an expired score is no score.
 		if !c.ValidUntil.IsZero() && !in.Now.Before(c.ValidUntil) {
-			v.Detail += fmt.Sprintf(" (by a fleetvm-capacity score that expired at %s: the agent is not renewing it)", c.ValidUntil.UTC().Format(time.RFC3339))
+			v.Reason, v.Detail = NoAgent, fmt.Sprintf("the fleetvm-capacity score expired at %s: the fleetvm agent is not renewing it", c.ValidUntil.UTC().Format(time.RFC3339))
+			return v
 		}
+		v = byScores(in, c, v)
 	}
 	return v
 }

@@ -38,6 +38,8 @@ func TestExplain(t *testing.T) {
 				{Key: "maintenance", Value: "yes", Effect: clusterv1.TaintEffectNoSelect}}},
 			{Name: "prod-noagent", Labels: prod},
 			{Name: "prod-stale", Labels: prod, Scores: scores(9, 9), ValidUntil: now.Add(-time.Second)},
+			{Name: "prod-stale-now", Labels: prod, Scores: scores(9, 9), ValidUntil: now},
+			{Name: "prod-valid", Labels: prod, Scores: scores(9, 9), ValidUntil: now.Add(time.Second)},
 			{Name: "prod-b", Labels: prod, Scores: scores(0, 0)},
 			{Name: "prod-full", Labels: prod, Scores: scores(0, 3)},
 		},
@@ -55,9 +57,12 @@ func TestExplain(t *testing.T) {
 		{"prod-maint", NotNeeded, "qualifies; enough clusters were chosen"},
 		{"prod-noagent", NoAgent, "no fleetvm-capacity score: the fleetvm agent has not reported"},
 		{"prod-old", Runs, "the VM runs here and stays"},
-		{"prod-stale", NotNeeded, "qualifies; enough clusters were chosen (by a fleetvm-capacity score that expired at " +
-			now.Add(-time.Second).UTC().Format(time.RFC3339) + ": the agent is not renewing it)"},
+		{"prod-stale", NoAgent, "the fleetvm-capacity score expired at " +
+			now.Add(-time.Second).UTC().Format(time.RFC3339) + ": the fleetvm agent is not renewing it"},
+		{"prod-stale-now", NoAgent, "the fleetvm-capacity score expired at " +
+			now.UTC().Format(time.RFC3339) + ": the fleetvm agent is not renewing it"},
 		{"prod-us", Selector, "labels do not match spec.placement.clusterSelector (region=eu)"},
+		{"prod-valid", NotNeeded, "qualifies; enough clusters were chosen"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Explain (-want,+got):\n%s", diff)
@@ -66,7 +71,7 @@ func TestExplain(t *testing.T) {
 	counts := Summarize(got, 1)
 	if diff := cmp.Diff("1 Chosen (prod-a); 1 RunsThere (prod-old); 1 Environment (dev-a); 1 Selector (prod-us); "+
 		"1 Taint (prod-down: taint cluster.open-cluster-management.io/unreachable=:NoSelect not tolerated); "+
-		"1 AgentNotReporting (prod-noagent); "+
+		"3 AgentNotReporting (prod-noagent, ...); "+
 		"1 MissingNetwork (prod-b: network default/vlan2003 is on no node (no NetworkAttachmentDefinition, or no node has its resource)); "+
 		"1 NoRoom (prod-full: no node has room for 4 CPU and 8Gi memory with default/vlan2003); "+
 		"2 NotNeeded (prod-maint, ...)", Message(counts)); diff != "" {

@@ -238,22 +238,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		byCluster[works.Items[i].Namespace] = &works.Items[i]
 	}
 
-	// Deleting and unused: remove every copy, then let go.
-	if deleting && !usage.InUse() {
-		for _, w := range byCluster {
-			if w.DeletionTimestamp == nil {
-				if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
-					return ctrl.Result{}, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err)
-				}
-			}
-		}
-		if len(byCluster) > 0 {
-			return ctrl.Result{}, nil // the works' deletion events come back here
-		}
-		_, err := write.RemoveFinalizer(ctx, r.Client, fdi, diskimage.Finalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-
 	in := observed{
 		Now: now, Retention: DefaultRetention, Usage: usage, Wanted: wanted, Works: byCluster,
 		Previous: map[string]fleetv1alpha1.ImageClusterStatus{}, Untrusted: map[string]string{},
@@ -272,6 +256,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if why := r.unsure(ctx, cluster, usage.Inventories[cluster], now); why != "" {
 			in.Untrusted[cluster] = why
 		}
+	}
+	// Deleting and unused: remove every copy the prune rules let go, then
+	// let go.
+	if deleting && !usage.InUse() {
+		return r.delete(ctx, fdi, before, in)
 	}
 	steps, requeue := plan(in)
 
@@ -298,6 +287,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		entries = append(entries, e)
 	}
 	summarize(fdi, entries, usage, wanted)
+	if deleting {
+		setDeleting(fdi, "waiting until nothing uses the image: "+usage.Summary())
+	}
 	if _, err := write.Status(ctx, r.Client, before, fdi); err != nil {
 		errs = append(errs, fmt.Errorf("write status of %s: %w", klog.KObj(fdi), err))
 	}
@@ -305,6 +297,45 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(errs...)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// delete removes the copies of a FleetDiskImage being deleted that
+// planDeletion lets go, shows those it keeps and why, and removes the
+// finalizer once no copy is left.
+func (r *Reconciler) delete(ctx context.Context, fdi, before *fleetv1alpha1.FleetDiskImage, in observed) (ctrl.Result, error) {
+	d := planDeletion(in)
+	if d.Done {
+		_, err := write.RemoveFinalizer(ctx, r.Client, fdi, diskimage.Finalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var errs []error
+	for _, w := range d.Remove {
+		if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err))
+			continue
+		}
+		r.Recorder.Eventf(fdi, "Normal", "Removing", "Removing the image from cluster %s: the FleetDiskImage is being deleted", w.Namespace)
+	}
+	summarize(fdi, d.Entries, in.Usage, in.Wanted)
+	msg := d.Waiting
+	if msg == "" {
+		msg = fmt.Sprintf("removing the image from %d clusters", len(d.Entries))
+	}
+	setDeleting(fdi, msg)
+	if _, err := write.Status(ctx, r.Client, before, fdi); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("write status of %s: %w", klog.KObj(fdi), err))
+	}
+	// The works' deletion events come back here; a copy kept for its
+	// cluster's word is looked at again.
+	return ctrl.Result{RequeueAfter: d.Requeue}, errors.Join(errs...)
+}
+
+// setDeleting makes Ready say what the deletion waits for.
+func setDeleting(fdi *fleetv1alpha1.FleetDiskImage, msg string) {
+	meta.SetStatusCondition(&fdi.Status.Conditions, metav1.Condition{
+		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
+		Message: msg, ObservedGeneration: fdi.Generation,
+	})
 }
 
 // unsure says why the cluster's word cannot be trusted for pruning, or "".

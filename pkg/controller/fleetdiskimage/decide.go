@@ -116,3 +116,63 @@ func summarize(fdi *fleetv1alpha1.FleetDiskImage, entries []fleetv1alpha1.ImageC
 	}
 	setConditions(fdi, usage, notReady, len(wanted))
 }
+
+// deletionRecheck is how often a deletion that waits for a cluster's word
+// looks again: the clusters' availability is not watched here, and a
+// fresh inventory that does not list the image does not wake it.
+const deletionRecheck = time.Minute
+
+// deletion is what deleting a FleetDiskImage does now.
+type deletion struct {
+	// Remove are the copies to remove now.
+	Remove []*workv1.ManifestWork
+	// Entries show every copy still on a cluster, by cluster.
+	Entries []fleetv1alpha1.ImageClusterStatus
+	// Waiting is empty when the deletion only waits for copies being
+	// removed; otherwise it says, bounded, which copies it keeps and why.
+	Waiting string
+	// Done: no copy is left on any cluster; the finalizer may go.
+	Done    bool
+	Requeue time.Duration
+}
+
+// planDeletion decides which copies of a FleetDiskImage being deleted go
+// now, by the prune rules less the retention period: a copy stays while
+// a FleetVirtualMachine wants it or a VM references it on its cluster, and
+// while the cluster's word cannot be trusted (unavailable, no or stale
+// inventory): the reference count it shows may be old, and a ManifestWork
+// deleted for an unreachable cluster removes the image there when the
+// cluster comes back, whatever its VMs use by then. The deletion completes
+// once every copy is gone.
+func planDeletion(in observed) deletion {
+	var d deletion
+	var kept []string
+	for _, cluster := range slices.Sorted(maps.Keys(in.Works)) {
+		work := in.Works[cluster]
+		e := fleetv1alpha1.ImageClusterStatus{Cluster: cluster, References: in.Usage.ByCluster[cluster],
+			LastReferencedTime: in.Previous[cluster].LastReferencedTime}
+		_, want := in.Wanted[cluster]
+		switch why := in.Untrusted[cluster]; {
+		case work.DeletionTimestamp != nil:
+			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, "removing the image from the cluster"
+		case want || e.References > 0:
+			e.Phase, e.Progress, _ = importState(work)
+			e.Message = "the FleetDiskImage is being deleted; kept while it is in use here"
+			kept = append(kept, cluster+" (in use)")
+		case why != "":
+			e.Phase, e.Progress, _ = importState(work)
+			e.Message = "the FleetDiskImage is being deleted; not removed here yet: " + why
+			kept = append(kept, fmt.Sprintf("%s (%s)", cluster, why))
+		default:
+			d.Remove = append(d.Remove, work)
+			e.Phase, e.Message = fleetv1alpha1.ImagePhasePruning, "the FleetDiskImage is being deleted; removing it"
+		}
+		d.Entries = append(d.Entries, e)
+	}
+	d.Done = len(in.Works) == 0
+	if len(kept) > 0 {
+		d.Waiting = fmt.Sprintf("waiting to remove the image from %d clusters where it cannot go yet: %s", len(kept), names(kept, 5))
+		d.Requeue = deletionRecheck
+	}
+	return d
+}

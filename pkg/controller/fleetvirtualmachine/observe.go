@@ -253,7 +253,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, s); err != nil {
 			s = nil
 		}
-		scores[cluster] = capacity.ScoreValues(s)
+		scores[cluster] = capacity.ValidScoreValues(s, r.Clock.Now()) // expired: no score
 		return scores[cluster]
 	}
 	if shape, ok := capacity.ShapeOf(fvm); ok {

@@ -336,3 +336,116 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestImageDeletionFollowsPruneRules: an unused FleetDiskImage deleted
+// while its cluster's inventory is stale keeps its copy there (the
+// ManifestWork, and the DataSource on the spoke), and says so; a VM that
+// starts using the image meanwhile keeps it too; once the inventory is
+// fresh and nothing references the image there, the deletion completes
+// and the copy is gone from the cluster.
+func TestImageDeletionFollowsPruneRules(t *testing.T) {
+	t.Cleanup(func() { imageClock.SetTime(time.Now()) })
+	image := newImage("golden", time.Hour)
+	createImage(t, image)
+	imageKey := client.ObjectKeyFromObject(image)
+	fvm := imageFVM("goldie", "golden")
+	create(t, fvm)
+	got := waitFVM(t, client.ObjectKeyFromObject(fvm), "goldie ready", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return conditionIs(f, fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonAllReady)
+	})
+	cluster := got.Status.Clusters[0].Cluster
+	spoke := fleet.Spoke(cluster)
+	workKey := client.ObjectKey{Namespace: cluster, Name: diskimage.WorkName(imageKey)}
+	dsKey := client.ObjectKey{Namespace: diskimage.DefaultNamespace, Name: diskimage.ObjectName(imageKey)}
+	copyThere := func(when string) {
+		t.Helper()
+		if err := fleet.Hub.Client.Get(t.Context(), workKey, &workv1.ManifestWork{}); err != nil {
+			t.Fatalf("%s: ManifestWork %s: %v", when, workKey, err)
+		}
+		if err := spoke.Client.Get(t.Context(), dsKey, &cdiv1beta1.DataSource{}); err != nil {
+			t.Fatalf("%s: DataSource %s on %s: %v", when, dsKey, cluster, err)
+		}
+	}
+
+	// The VM goes; nothing uses the image.
+	if err := fleet.Hub.Client.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		return apierrors.IsNotFound(fleet.Hub.Client.Get(t.Context(), client.ObjectKeyFromObject(fvm), &fleetv1alpha1.FleetVirtualMachine{})), nil
+	}); err != nil {
+		t.Fatalf("FleetVirtualMachine not gone: %v", err)
+	}
+	waitImage(t, imageKey, "unused", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		return meta.IsStatusConditionFalse(f.Status.Conditions, fleetv1alpha1.ConditionInUse)
+	})
+
+	// An hour on by the hub's clock: the cluster's inventory is stale.
+	// The image is deleted (admission allows it: nothing counts a
+	// reference); its copy stays, and the image says why.
+	imageClock.SetTime(time.Now().Add(time.Hour))
+	if err := fleet.Hub.Client.Delete(t.Context(), image); err != nil {
+		t.Fatalf("delete the unused image: %v", err)
+	}
+	fdi := waitImage(t, imageKey, "deletion waiting for the stale cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonDeleting && strings.Contains(c.Message, "1 clusters")
+	})
+	c := meta.FindStatusCondition(fdi.Status.Conditions, fleetv1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, cluster+" (") || !strings.Contains(c.Message, "stale") {
+		t.Errorf("Ready %q does not name %s and its stale inventory", c.Message, cluster)
+	}
+	if e, ok := imageEntry(fdi, cluster); !ok || e.Phase == fleetv1alpha1.ImagePhasePruning || !strings.Contains(e.Message, "stale") {
+		t.Errorf("entry of %s = %+v, want kept, saying the inventory is stale", cluster, e)
+	}
+	copyThere("deleted on a stale inventory")
+
+	// Meanwhile a VM on that cluster starts using the image: its agent
+	// counts it, and the copy stays while it does, whatever the clock.
+	if err := spoke.EnsureNamespace(t.Context(), "legacy"); err != nil {
+		t.Fatal(err)
+	}
+	hand := agenttest.VM("legacy", "late-user", agenttest.DataVolumeTemplate("late-user-root", agenttest.DataSourceRef(dsKey.Namespace, dsKey.Name)),
+		agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	if err := spoke.Client.Create(t.Context(), hand); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = spoke.Client.Delete(context.Background(), hand) })
+	waitImage(t, imageKey, "deletion waiting for the VM using it", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonDeleting && strings.Contains(c.Message, "waiting until nothing uses the image")
+	})
+	copyThere("in use")
+
+	// The VM goes; the inventory that says so is still stale by the hub's
+	// clock: the copy stays.
+	if err := spoke.Client.Delete(t.Context(), hand); err != nil {
+		t.Fatal(err)
+	}
+	waitImage(t, imageKey, "unused again, waiting for the stale cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
+		c := meta.FindStatusCondition(f.Status.Conditions, fleetv1alpha1.ConditionReady)
+		e, _ := imageEntry(f, cluster)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonDeleting && strings.Contains(c.Message, "stale") && e.References == 0
+	})
+	copyThere("unused again on a stale inventory")
+
+	// The hub's clock back to now: the inventory is fresh, nothing
+	// references the image there: the deletion completes.
+	imageClock.SetTime(time.Now())
+	// Looked at again now, not at the next minute's recheck (the image may
+	// be gone already).
+	patch := []byte(`{"metadata":{"annotations":{"test.fleetvm.io/touched":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
+	if err := fleet.Hub.Client.Patch(t.Context(), &fleetv1alpha1.FleetDiskImage{ObjectMeta: metav1.ObjectMeta{Namespace: imageKey.Namespace, Name: imageKey.Name}},
+		client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		hubGone := apierrors.IsNotFound(fleet.Hub.Client.Get(t.Context(), imageKey, &fleetv1alpha1.FleetDiskImage{}))
+		workGone := apierrors.IsNotFound(fleet.Hub.Client.Get(t.Context(), workKey, &workv1.ManifestWork{}))
+		spokeGone := apierrors.IsNotFound(spoke.Client.Get(t.Context(), dsKey, &cdiv1beta1.DataSource{}))
+		return hubGone && workGone && spokeGone, nil
+	})
+	if err != nil {
+		t.Errorf("the deleted image is not gone from the hub and the cluster once unused on a fresh inventory: %v", err)
+	}
+}
