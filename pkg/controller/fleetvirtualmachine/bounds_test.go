@@ -75,8 +75,12 @@ func TestCompactEntries(t *testing.T) {
 			PrintableStatus: string(phase), Node: "n1", Message: "m", LastTransitionTime: since}
 	}
 	compact := func(e fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
-		return fleetv1alpha1.ClusterStatus{Cluster: e.Cluster, Environment: e.Environment, Phase: e.Phase, Ready: e.Ready,
+		c := fleetv1alpha1.ClusterStatus{Cluster: e.Cluster, Environment: e.Environment, Phase: e.Phase, Ready: e.Ready,
 			LeavingSince: e.LeavingSince, RemovingSince: e.RemovingSince}
+		if e.LeavingSince != nil {
+			c.Message = e.Message // why it leaves: an input of the decision
+		}
+		return c
 	}
 	leaving := full("c-leaving", fleetv1alpha1.ClusterPhaseLeaving, true)
 	leaving.LeavingSince = since
