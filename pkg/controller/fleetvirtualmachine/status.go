@@ -414,6 +414,10 @@ func placedCondition(in statusInputs) metav1.Condition {
 			c.Message += "; leaving " + listNames(leaving)
 		}
 	}
+	if surplus := in.Outcome.Surplus; len(surplus) > 0 && in.Spec.Placement.Clusters != nil {
+		c.Message += fmt.Sprintf("; %d copies run where %d are asked (found running on the clusters; %s beyond the count): none is removed on its own: exclude a cluster (its labels, the selector) to have its copy leave",
+			len(placed), *in.Spec.Placement.Clusters, listNames(surplus))
+	}
 	if len(in.UnboundSets) > 0 && c.Reason != fleetv1alpha1.ReasonClusterSetsNotBound {
 		c.Message += "; not used: " + unboundMessage(in.UnboundSets)
 	}

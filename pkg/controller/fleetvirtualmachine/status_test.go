@@ -341,6 +341,23 @@ func TestPlacedSaysWhyClustersAreLeftOut(t *testing.T) {
 	}
 }
 
+// TestPlacedSaysWhereSurplusCopiesRun: more copies found running than
+// asked: Placed says how many run, where, and that none is removed.
+func TestPlacedSaysWhereSurplusCopiesRun(t *testing.T) {
+	out := placed("a", "b")
+	out.Surplus = []string{"b"}
+	in := statusInputs{
+		Spec:               fleetv1alpha1.FleetVirtualMachineSpec{Placement: fleetv1alpha1.FleetPlacement{Clusters: ptr.To[int32](1)}},
+		PlacementRef:       &fleetv1alpha1.PlacementStatus{Name: "p"},
+		PlacementScheduled: true, Decision: []string{"a"}, Outcome: out,
+	}
+	c := meta.FindStatusCondition(computeStatus(in).Conditions, fleetv1alpha1.ConditionPlaced)
+	want := "placed on a, b; 2 copies run where 1 are asked (found running on the clusters; b beyond the count): none is removed on its own"
+	if c == nil || !strings.HasPrefix(c.Message, want) {
+		t.Fatalf("Placed = %+v, want a message starting %q", c, want)
+	}
+}
+
 // TestRescheduleToken: a waiting FleetVirtualMachine whose inputs say some
 // clusters qualify gets one token per set of them, whatever their order;
 // otherwise the Placement keeps the token it has, so nothing is written.
