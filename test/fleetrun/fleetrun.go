@@ -35,7 +35,8 @@ type Options struct {
 	ArgoNamespace string
 	// GracePeriod is fleetvm-hub's removal grace period (its default when 0).
 	GracePeriod time.Duration
-	// Clock is fleetvm-hub's clock (the real one when nil).
+	// Clock is fleetvm-hub's clock (the real one when nil), and the
+	// agents' for their capacity scores' validUntil.
 	Clock clock.WithDelayedExecution
 	// Logger receives every component's logs (discarded when unset).
 	Logger logr.Logger
@@ -195,9 +196,20 @@ func (r *FleetVM) StartAgent(cluster string) error {
 			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
 			Logger: r.opts.Logger, AlsoRun: simulator.RunBeside(0),
 			CapacityDebounce: r.opts.CapacityDebounce, CapacityResync: r.opts.CapacityResync, ScoreValidity: r.opts.ScoreValidity,
+			Clock: r.agentClock(),
 		})
 	}()
 	return nil
+}
+
+// agentClock is the agents' clock: the hub's, so that a score's validUntil
+// and the hub's judgement of it read the same time, as on a real fleet
+// whose clocks agree (the real clock when Options.Clock is nil).
+func (r *FleetVM) agentClock() clock.PassiveClock {
+	if r.opts.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.opts.Clock
 }
 
 // AgentHubConfig is the hub credentials of the cluster's agent (after

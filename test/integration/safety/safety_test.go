@@ -154,23 +154,21 @@ func TestAgentStoppedScoreExpires(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	var validUntil time.Time
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		var score clusterv1alpha1.AddOnPlacementScore
-		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: on, Name: fleetv1alpha1.CapacityScoreName}, &score); err != nil {
-			return false, err
-		}
-		validUntil = score.Status.ValidUntil.Time
-		return time.Now().After(validUntil), nil
-	})
-	if err != nil {
-		t.Fatalf("the stopped agent's score never expired (validUntil %s): %v", validUntil, err)
+	var score clusterv1alpha1.AddOnPlacementScore
+	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: on, Name: fleetv1alpha1.CapacityScoreName}, &score); err != nil {
+		t.Fatal(err)
 	}
+	// The agents' clock is the hub's: ten grace periods take it past
+	// validUntil, which no stopped agent renews.
+	validUntil := score.Status.ValidUntil.Time
 	// A passed validUntil requeues nothing in the scheduler: a label
 	// change on the cluster makes it look at its Placements again.
 	setLabel(t, on, "touched", "yes")
 	t.Cleanup(func() { setLabel(t, on, "touched", "") })
 	passGrace(t, 10, key)
+	if !clock.Now().After(validUntil) {
+		t.Fatalf("the stopped agent's score is still valid (validUntil %s, now %s)", validUntil, clock.Now())
+	}
 	got := settle(t, key)
 	if n := names(got); !slices.Equal(n, []string{on}) {
 		t.Errorf("after the score expired and ten grace periods: on %v, want [%s]", n, on)
