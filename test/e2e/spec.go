@@ -259,11 +259,11 @@ func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.Fle
 func syncedAtRest(a argov1alpha1.Application) error {
 	switch op := a.Status.OperationState; {
 	case a.Operation != nil:
-		return fmt.Errorf("Application %s: an operation is under way", a.Name)
+		return fmt.Errorf("application %s: an operation is under way", a.Name)
 	case op == nil || op.Phase != "Succeeded":
-		return fmt.Errorf("Application %s: last sync %+v, want Succeeded", a.Name, op)
+		return fmt.Errorf("application %s: last sync %+v, want Succeeded", a.Name, op)
 	case a.Status.Sync.Status != argov1alpha1.SyncStatusCodeSynced || a.Status.Health.Status != "Healthy":
-		return fmt.Errorf("Application %s: %s/%s, want Synced/Healthy", a.Name, a.Status.Sync.Status, a.Status.Health.Status)
+		return fmt.Errorf("application %s: %s/%s, want Synced/Healthy", a.Name, a.Status.Sync.Status, a.Status.Health.Status)
 	}
 	return nil
 }

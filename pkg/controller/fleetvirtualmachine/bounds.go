@@ -53,17 +53,17 @@ func firstNames(names []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
-// truncate cuts s to at most max characters (the unit of a CRD's
+// truncate cuts s to at most limit characters (the unit of a CRD's
 // maxLength), ending in "…" when cut. It never splits a character.
-func truncate(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
+func truncate(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
-	if max <= 0 {
+	if limit <= 0 {
 		return ""
 	}
 	i, n := 0, 0
-	for i < len(s) && n < max-1 {
+	for i < len(s) && n < limit-1 {
 		_, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 		n++
