@@ -218,7 +218,7 @@ func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.Fle
 		}
 		slices.Sort(appClusters)
 		if !slices.Equal(appClusters, decided) {
-			return fmt.Errorf("Applications for %v, want one per decided cluster %v", appClusters, decided)
+			return fmt.Errorf("applications for %v, want one per decided cluster %v", appClusters, decided)
 		}
 		for _, a := range apps {
 			if err := syncedAtRest(a); err != nil {
@@ -296,7 +296,7 @@ func noDriftAfterFirstSync(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.F
 			// reconciledAt has whole seconds and is rounded down: after
 			// settled means the comparison started after it.
 			if at := a.Status.ReconciledAt; at == nil || !at.After(settled) {
-				return fmt.Errorf("Application %s last reconciled at %v, before %s", a.Name, at, settled.Format(time.RFC3339))
+				return fmt.Errorf("application %s last reconciled at %v, before %s", a.Name, at, settled.Format(time.RFC3339))
 			}
 		}
 		return nil
