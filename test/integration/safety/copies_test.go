@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -57,6 +58,9 @@ func TestOrphanedVMAdopted(t *testing.T) {
 	// Created again: the cleanup removes it and its VM (Delete).
 	create(t, build(fleetv1alpha1.DeletionPolicyDelete))
 	got := waitFVM(t, key, "running again", running(1))
+	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced); c != nil {
+		t.Logf("created again: Placed %s: %s", c.Reason, c.Message)
+	}
 	if n := names(got); !slices.Equal(n, []string{on}) {
 		t.Errorf("created again: on %v, want %s, where its VM runs", n, on)
 	}
@@ -74,9 +78,10 @@ func TestOrphanedVMAdopted(t *testing.T) {
 }
 
 // TestDeleteAllAtOnce: three FleetVMs of one namespace deleted at once
-// (kubectl delete fvm --all). Each finishes, with exactly its VM deleted;
-// the namespace's AppProject, which Argo CD needs to delete an
-// Application, outlives the last Application, and goes after it.
+// (kubectl delete fvm --all), one of them held back until the other two
+// are gone. Each finishes, with exactly its VM deleted; the namespace's
+// AppProject, which Argo CD needs to delete an Application, outlives the
+// last Application, and goes after it.
 func TestDeleteAllAtOnce(t *testing.T) {
 	const ns = "deleteall"
 	mark := vms.mark()
@@ -91,10 +96,43 @@ func TestDeleteAllAtOnce(t *testing.T) {
 		on := names(waitFVM(t, k, "running", running(1)))[0]
 		want = append(want, deletion{Cluster: on, VM: k})
 	}
+	// The last one's deletion is held at its first step (a finalizer of
+	// the test's on its ApplicationSet), its Application still running
+	// under the project, while the other two finish.
+	const hold = "test.fleetvm.io/hold"
+	held := &argov1alpha1.ApplicationSet{}
+	heldKey := client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(keys[2])}
+	if err := fleet.Hub.Client.Get(t.Context(), heldKey, held); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(held.DeepCopy())
+	held.Finalizers = append(held.Finalizers, hold)
+	if err := fleet.Hub.Client.Patch(t.Context(), held, patch); err != nil {
+		t.Fatal(err)
+	}
 	if err := fleet.Hub.Client.DeleteAllOf(t.Context(), &fleetv1alpha1.FleetVirtualMachine{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	project := client.ObjectKey{Namespace: argoNS, Name: tenancy.ProjectName(ns)}
+	for _, k := range keys[:2] {
+		if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+			err := fleet.Hub.Client.Get(t.Context(), k, &fleetv1alpha1.FleetVirtualMachine{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			t.Fatalf("%s not gone: %v", k, err)
+		}
+	}
+	if err := fleet.Hub.Client.Get(t.Context(), project, &argov1alpha1.AppProject{}); err != nil {
+		t.Errorf("AppProject %s while %s still has its Application: %v", project, keys[2], err)
+	}
+	if err := fleet.Hub.Client.Get(t.Context(), heldKey, held); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(held.DeepCopy())
+	held.Finalizers = slices.DeleteFunc(held.Finalizers, func(f string) bool { return f == hold })
+	if err := fleet.Hub.Client.Patch(t.Context(), held, patch); err != nil {
+		t.Fatal(err)
+	}
 	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
 		var list fleetv1alpha1.FleetVirtualMachineList
 		if err := fleet.Hub.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
