@@ -15,6 +15,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
 // ChaosConfig configures the chaos run: the fleet benchmark's fleet, with
@@ -127,7 +128,7 @@ func (h *harness) chaos(ctx context.Context, cfg ChaosConfig, rep *ChaosReport) 
 	}
 	created := make(chan error, 1)
 	go func() {
-		created <- parallel(ctx, m, cfg.Concurrency, func(ctx context.Context, i int) error {
+		created <- fleetenv.Parallel(ctx, m, cfg.Concurrency, func(ctx context.Context, i int) error {
 			return h.create.Create(ctx, fvms[i])
 		})
 	}()

@@ -90,7 +90,7 @@ func (h *harness) physicalLimit(ctx context.Context) error {
 	}
 	n := h.cfg.FleetVMs
 	start := time.Now()
-	if err := parallel(ctx, n, h.cfg.Concurrency, func(ctx context.Context, i int) error {
+	if err := fleetenv.Parallel(ctx, n, h.cfg.Concurrency, func(ctx context.Context, i int) error {
 		return h.create.Create(ctx, item(fmt.Sprintf("item-%05d", i)))
 	}); err != nil {
 		return err
@@ -127,7 +127,7 @@ func (h *harness) burst(ctx context.Context) error {
 		waits[i] = h.fvms.wait(keyOf(fvms[i]), converged)
 	}
 	t0 := time.Now()
-	if err := parallel(ctx, m, h.cfg.Concurrency, func(ctx context.Context, i int) error {
+	if err := fleetenv.Parallel(ctx, m, h.cfg.Concurrency, func(ctx context.Context, i int) error {
 		h.stages.created(keyOf(fvms[i]), time.Now())
 		if err := h.create.Create(ctx, fvms[i]); err != nil {
 			return fmt.Errorf("create FleetVM %s: %w", keyOf(fvms[i]), err)
@@ -485,7 +485,7 @@ func (h *harness) statusLatency(ctx context.Context) error {
 					waits[i] = h.fvms.wait(v.FleetVM.String(), clusterShows(v.Cluster, want))
 				}
 				starts := make([]time.Time, k)
-				if err := parallel(ctx, k, h.cfg.Concurrency, func(ctx context.Context, i int) error {
+				if err := fleetenv.Parallel(ctx, k, h.cfg.Concurrency, func(ctx context.Context, i int) error {
 					starts[i] = time.Now()
 					return h.agents.setRunning(ctx, picked[i].Cluster, picked[i].FleetVM, running)
 				}); err != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -92,35 +90,6 @@ func newFleetVM(namespace, name string, i, clusters int) *fleetv1alpha1.FleetVir
 	}
 }
 
-// parallel runs fn(i) for i in [0, n) on workers goroutines and returns
-// the first error.
-func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
 func (h *harness) registerClusters(ctx context.Context) error {
 	start := time.Now()
 	if err := fleetenv.EnsureClusterSet(ctx, h.admin, "default"); err != nil {
@@ -130,7 +99,7 @@ func (h *harness) registerClusters(ctx context.Context) error {
 	for i := range h.clusterNames {
 		h.clusterNames[i] = clusterName(i)
 	}
-	err := parallel(ctx, h.cfg.Clusters, h.cfg.Concurrency, func(ctx context.Context, i int) error {
+	err := fleetenv.Parallel(ctx, h.cfg.Clusters, h.cfg.Concurrency, func(ctx context.Context, i int) error {
 		return h.fleet.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: clusterName(i), Labels: clusterLabels(i)})
 	})
 	if err != nil {

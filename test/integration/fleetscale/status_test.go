@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -80,7 +78,7 @@ func TestStatusOfFiveThousandClusters(t *testing.T) {
 	for i := 0; i < clusters; i += everyUnreachable {
 		unreachable = append(unreachable, clusterName(i))
 	}
-	if err := parallel(ctx, clusters, 16, func(ctx context.Context, i int) error {
+	if err := fleetenv.Parallel(ctx, clusters, 16, func(ctx context.Context, i int) error {
 		mc := &clusterv1.ManagedCluster{
 			ObjectMeta: metav1.ObjectMeta{Name: clusterName(i), Labels: map[string]string{
 				clusterv1beta2.ClusterSetLabel: "default", "env": "scale",
@@ -211,33 +209,4 @@ func startHub(ctx context.Context, f *fleetenv.Fleet) (func(), error) {
 		}
 	}()
 	return func() { cancel(); <-done }, nil
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines; the first error
-// stops it.
-func parallel(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
