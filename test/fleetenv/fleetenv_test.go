@@ -249,3 +249,25 @@ func listening(addr string) bool {
 	_ = conn.Close()
 	return true
 }
+
+func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
+	ports, err := fleetenv.FreePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d returned twice in %v", p, ports)
+		}
+		seen[p] = true
+		if p >= fleetenv.EphemeralLow() {
+			t.Fatalf("port %d is in the ephemeral range (from %d): an outgoing connection may take it", p, fleetenv.EphemeralLow())
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", p, err)
+		}
+		_ = l.Close()
+	}
+}

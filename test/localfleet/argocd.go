@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
 // Names of the Argo CD binaries: one multi-call binary (bin/argocd) under
@@ -117,7 +119,7 @@ func startArgoCD(ctx context.Context, cfg argoConfig) (*argoCD, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(6)
+	ports, err := fleetenv.FreePorts(6)
 	if err != nil {
 		return nil, err
 	}

@@ -136,26 +136,6 @@ func waitListening(ctx context.Context, p *process, addr string, timeout time.Du
 	}
 }
 
-// freePorts returns n TCP ports free on 127.0.0.1 right now.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // requireFiles fails with the make target to run when a binary is missing.
 func requireFiles(bin string, names ...string) error {
 	var errs []error

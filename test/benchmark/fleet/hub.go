@@ -1,15 +1,16 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,31 +52,53 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	return clientcmd.WriteToFile(kc, path)
 }
 
-// freePort asks the kernel for a free local port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// errPortTaken says the hub exited because a port picked for it was taken
+// between freePort and the hub's own bind: any outgoing connection on the
+// machine may get that port as its local end.
+var errPortTaken = errors.New("a port picked for fleetvm-hub was taken before it bound it")
 
 // startHub starts the fleetvm-hub binary against the hub API server and
-// waits until it is ready.
+// waits until it is ready. A start that loses one of its ports to another
+// process is tried again with new ports.
 func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Writer) (*hubProcess, error) {
-	metricsPort, err := freePort()
+	var err error
+	for range 5 {
+		var h *hubProcess
+		h, err = startHubOnce(ctx, cfg, kubeconfig, logTo)
+		if !errors.Is(err, errPortTaken) {
+			return h, err
+		}
+	}
+	return nil, err
+}
+
+// bindWatch notices the hub's report of a port already in use.
+type bindWatch struct {
+	mu    sync.Mutex
+	taken bool
+}
+
+func (w *bindWatch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("address already in use")) {
+		w.mu.Lock()
+		w.taken = true
+		w.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (w *bindWatch) portTaken() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.taken
+}
+
+func startHubOnce(ctx context.Context, cfg Config, kubeconfig string, logTo io.Writer) (*hubProcess, error) {
+	ports, err := fleetenv.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	probePort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pprofPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	metricsPort, probePort, pprofPort := ports[0], ports[1], ports[2]
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--argocd-namespace=" + argoNS,
@@ -93,7 +116,9 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		"--zap-log-level=info",
 	}
 	cmd := exec.Command(cfg.HubBinary, args...)
-	cmd.Stdout, cmd.Stderr = logTo, logTo
+	watch := &bindWatch{}
+	out := io.MultiWriter(logTo, watch)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = os.Environ()
 	if cfg.HubMemoryLimit > 0 {
 		// What the hub sets itself from its container's limit (pkg/memlimit).
@@ -126,6 +151,9 @@ func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Write
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if h.exited != nil {
+		if watch.portTaken() {
+			return nil, fmt.Errorf("%w: %v", errPortTaken, h.exited)
+		}
 		return nil, h.exited
 	}
 	if err != nil {

@@ -11,11 +11,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -491,13 +489,10 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := fleetenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	p, _ := strconv.Atoi(port)
 	return p
 }
 
