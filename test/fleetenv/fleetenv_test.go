@@ -251,7 +251,7 @@ func listening(addr string) bool {
 }
 
 func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
-	ports, err := fleetenv.FreePorts(20)
+	ports, err := FreePorts(20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +261,8 @@ func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
 			t.Fatalf("port %d returned twice in %v", p, ports)
 		}
 		seen[p] = true
-		if p >= fleetenv.EphemeralLow() {
-			t.Fatalf("port %d is in the ephemeral range (from %d): an outgoing connection may take it", p, fleetenv.EphemeralLow())
+		if p >= EphemeralLow() {
+			t.Fatalf("port %d is in the ephemeral range (from %d): an outgoing connection may take it", p, EphemeralLow())
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
