@@ -248,3 +248,15 @@ func TestGitSourceConfined(t *testing.T) {
 		}
 	}
 }
+
+func TestDeletion(t *testing.T) {
+	checkArgoCD(t)
+	DeletionSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-delete",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}

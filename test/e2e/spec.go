@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -175,13 +176,24 @@ func newTestFVM(in LifecycleInput, name string, policy fleetv1alpha1.DeletionPol
 // and returns the decided clusters.
 func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 	t.Helper()
-	ctx := t.Context()
-	if err := tenantNamespace(ctx, in.Hub, in.Namespace); err != nil {
+	apply(t, in, fvm)
+	return waitRunning(t, in, fvm)
+}
+
+// apply creates the FleetVirtualMachine in a namespace prepared for it.
+func apply(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	if err := tenantNamespace(t.Context(), in.Hub, in.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	if err := in.Hub.Create(ctx, fvm); err != nil {
+	if err := in.Hub.Create(t.Context(), fvm); err != nil {
 		t.Fatalf("create FleetVirtualMachine: %v", err)
 	}
+}
+
+// waitRunning is applyAndWaitRunning after the create.
+func waitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	t.Helper()
 	got := waitFVM(t, in, fvm, "Ready on every decided cluster", func(f *fleetv1alpha1.FleetVirtualMachine) error {
 		if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
 			return err
@@ -254,13 +266,15 @@ func applyAndWaitRunning(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.Fle
 	return decided
 }
 
-// syncedAtRest is an Application at rest after a sync: no operation under
-// way, the last one succeeded, synced and healthy.
+// syncedAtRest is an Application at rest: no operation under way, the
+// last one succeeded, synced and healthy. An Application that found its
+// resources already as git has them (a VM adopted from an earlier
+// FleetVM) is synced without any operation.
 func syncedAtRest(a argov1alpha1.Application) error {
 	switch op := a.Status.OperationState; {
 	case a.Operation != nil:
 		return fmt.Errorf("application %s: an operation is under way", a.Name)
-	case op == nil || op.Phase != "Succeeded":
+	case op != nil && op.Phase != "Succeeded":
 		return fmt.Errorf("application %s: last sync %+v, want Succeeded", a.Name, op)
 	case a.Status.Sync.Status != argov1alpha1.SyncStatusCodeSynced || a.Status.Health.Status != "Healthy":
 		return fmt.Errorf("application %s: %s/%s, want Synced/Healthy", a.Name, a.Status.Sync.Status, a.Status.Health.Status)
@@ -470,12 +484,23 @@ func describeClusters(f *fleetv1alpha1.FleetVirtualMachine) string {
 	return strings.Join(parts, "; ") + "\nconditions: " + strings.Join(conds, "; ")
 }
 
+// stopped is an error that ends a poll at once: a state the wait must
+// never pass through.
+type stopped struct{ error }
+
+// stop marks err as one that ends the poll at once.
+func stop(err error) error { return stopped{err} }
+
 // poll calls check every 250ms until it returns nil or timeout passes; the
-// last error is part of the timeout's error.
+// last error is part of the timeout's error. An error made by stop ends
+// the poll at once.
 func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		err := check(ctx)
+		if s := (stopped{}); errors.As(err, &s) {
+			return false, s
+		}
 		if err != nil && ctx.Err() != nil {
 			// The deadline cut this check short: keep the reason of the
 			// previous one.
@@ -484,6 +509,9 @@ func poll(ctx context.Context, timeout time.Duration, check func(context.Context
 		last = err
 		return err == nil, nil
 	})
+	if s := (stopped{}); errors.As(err, &s) {
+		return s.error
+	}
 	if err != nil && last != nil {
 		return fmt.Errorf("after %s: %w", timeout, last)
 	}

@@ -82,12 +82,50 @@ type agents struct {
 	scoreWrites  atomic.Int64
 	// vmsDeleted counts the VMs deleted from the clusters.
 	vmsDeleted atomic.Int64
+	// copies counts, per FleetVM, the clusters its VM is on now, and
+	// mostCopies the most it was ever on at once: what the clusters hold,
+	// not what the hub remembers.
+	copiesMu   sync.Mutex
+	copies     map[types.NamespacedName]int
+	mostCopies map[types.NamespacedName]int
+}
+
+// countCopy notes one more (delta 1) or one fewer (-1) copy of the VM of
+// the FleetVM key on the clusters.
+func (a *agents) countCopy(key types.NamespacedName, delta int) {
+	a.copiesMu.Lock()
+	defer a.copiesMu.Unlock()
+	a.copies[key] += delta
+	if n := a.copies[key]; n > a.mostCopies[key] {
+		a.mostCopies[key] = n
+	}
+}
+
+// copiesOn returns, per FleetVM of namespace ns, the clusters its VM is
+// on now and the most it was ever on at once.
+func (a *agents) copiesOn(ns string) (now, most map[string]int) {
+	a.copiesMu.Lock()
+	defer a.copiesMu.Unlock()
+	now, most = map[string]int{}, map[string]int{}
+	for k, n := range a.copies {
+		if k.Namespace == ns {
+			now[k.Name] = n
+		}
+	}
+	for k, n := range a.mostCopies {
+		if k.Namespace == ns {
+			most[k.Name] = n
+		}
+	}
+	return now, most
 }
 
 func newAgents(h *harness, hubClient client.Client) *agents {
 	a := &agents{
-		h:      h,
-		byName: map[string]*agent{},
+		h:          h,
+		byName:     map[string]*agent{},
+		copies:     map[types.NamespacedName]int{},
+		mostCopies: map[types.NamespacedName]int{},
 		scores: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench-agent-scores"}),
 	}
@@ -261,6 +299,7 @@ func (a *agents) deliver(ctx context.Context, app *argov1alpha1.Application) err
 		return err
 	}
 	ag.vms[key] = v
+	a.countCopy(key, 1)
 	a.scores.AddAfter(cluster, agentcapacity.DefaultDebounce)
 	return a.writeReport(ctx, ag, key, v)
 }
@@ -293,6 +332,7 @@ func (a *agents) undeliver(ctx context.Context, app *argov1alpha1.Application) e
 		}
 	}
 	delete(ag.vms, key)
+	a.countCopy(key, -1)
 	a.vmsDeleted.Add(1)
 	a.scores.AddAfter(cluster, agentcapacity.DefaultDebounce)
 	return nil

@@ -44,6 +44,10 @@ type ChaosReport struct {
 	// Moved counts FleetVMs given an Application on more clusters than
 	// they ask for: a copy started elsewhere.
 	Moved int
+	// Copies lists FleetVMs whose VM the clusters ever held on other than
+	// the clusters asked for, at the end or at any moment before (more
+	// copies at once): counted on the clusters, not read from the hub.
+	Copies []string
 	// Duplicates lists FleetVMs with other than one Placement (their own
 	// or a candidate Placement) and one ApplicationSet, and candidate
 	// Placements no FleetVM uses.
@@ -193,6 +197,13 @@ func (h *harness) chaos(ctx context.Context, cfg ChaosConfig, rep *ChaosReport) 
 	rep.Converged = convergedNow()
 	rep.ApplicationsDeleted = h.argo.deletedApplications()
 	rep.VMsDeleted = int(h.agents.vmsDeleted.Load())
+	now, most := h.agents.copiesOn(chaosNS)
+	for i := range m {
+		name := fmt.Sprintf("vm-%04d", i)
+		if now[name] != cfg.ClustersPerVM || most[name] > cfg.ClustersPerVM {
+			rep.Copies = append(rep.Copies, fmt.Sprintf("%s: on %d clusters, at most %d at once; asks for %d", name, now[name], most[name], cfg.ClustersPerVM))
+		}
+	}
 	for appSet, n := range h.argo.createdPerApplicationSet() {
 		if n > cfg.ClustersPerVM {
 			rep.Moved++

@@ -116,6 +116,9 @@ func TestChaosHubKilled(t *testing.T) {
 	if len(report.Duplicates) > 0 {
 		t.Errorf("FleetVMs without exactly one Placement and one ApplicationSet: %v", report.Duplicates)
 	}
+	if len(report.Copies) > 0 {
+		t.Errorf("FleetVMs whose VM the clusters held other than once per cluster asked for: %v", report.Copies)
+	}
 }
 
 // buildHub builds fleetvm-hub into a temporary folder.
