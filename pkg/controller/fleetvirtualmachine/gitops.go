@@ -521,6 +521,13 @@ var kubevirtFilledPointers = []string{
 // are, so a field the template sets stays compared and a change of it
 // reaches the clusters; for a git source (vm nil) it ignores them all.
 //
+// Argo CD's diff, two-way or three-way, keeps what the live object has
+// beyond the desired one, so a field KubeVirt fills into an empty place is
+// not drift with or without this list (TestArgoCDDiffOfAVMKubeVirtFilledIn).
+// The list matters where the definition sets a value the cluster changes:
+// for a git source, a machine type KubeVirt's tools move on is not
+// reverted; for a template, FleetVM keeps such fields compared.
+//
 // RespectIgnoreDifferences stays off: Argo CD applies with a three-way
 // merge, which keeps what KubeVirt filled in, and with it on a changed
 // value in git would never be applied to an existing VM.
