@@ -177,13 +177,13 @@ deploy: $(HELM) ## Install or upgrade FleetVM on the hub of the current kube con
 		--set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait $(DEPLOY_FLAGS)
 
 .PHONY: undeploy
-undeploy: $(HELM) ## Uninstall the chart; CRDs, FleetVirtualMachines and their VMs stay (see README).
+undeploy: $(HELM) ## Uninstall the chart; CRDs, FleetVirtualMachines and their VMs stay (see docs/operator-guide/install.md).
 	$(HELM) uninstall $(DEPLOY_RELEASE) --namespace $(DEPLOY_NAMESPACE) --wait
 
 ##@ Build
 
 .PHONY: build
-build: ## Build fleetvm-hub and fleetvm-agent into bin/.
+build: ## Build fleetvm-hub, fleetvm-agent and the kubectl-fleetvm plugin into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: docker-build
