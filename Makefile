@@ -99,7 +99,8 @@ lint-dockerfile: $(DOCKERFILECHECK) ## Check the Dockerfile with BuildKit's lint
 	$(DOCKERFILECHECK) Dockerfile
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks) are stale or code is unformatted.
+verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks) are stale, code is unformatted, or a Markdown link is broken.
+	$(GO) run ./hack/doclinks .
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- apis deploy || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- apis deploy)" || { echo "untracked generated files:"; git status --porcelain -- apis deploy; exit 1; }
@@ -176,13 +177,13 @@ deploy: $(HELM) ## Install or upgrade FleetVM on the hub of the current kube con
 		--set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait $(DEPLOY_FLAGS)
 
 .PHONY: undeploy
-undeploy: $(HELM) ## Uninstall the chart; CRDs, FleetVirtualMachines and their VMs stay (see README).
+undeploy: $(HELM) ## Uninstall the chart; CRDs, FleetVirtualMachines and their VMs stay (see docs/operator-guide/install.md).
 	$(HELM) uninstall $(DEPLOY_RELEASE) --namespace $(DEPLOY_NAMESPACE) --wait
 
 ##@ Build
 
 .PHONY: build
-build: ## Build fleetvm-hub and fleetvm-agent into bin/.
+build: ## Build fleetvm-hub, fleetvm-agent and the kubectl-fleetvm plugin into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: docker-build
