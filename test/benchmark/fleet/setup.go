@@ -269,7 +269,8 @@ func hubArgsForReport(args []string) []string {
 	var out []string
 	for _, a := range args {
 		switch {
-		case strings.HasPrefix(a, "--kubeconfig="), strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="):
+		case strings.HasPrefix(a, "--kubeconfig="), strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="),
+			strings.HasPrefix(a, "--pprof-bind-address="):
 			continue
 		}
 		out = append(out, a)
