@@ -6,7 +6,6 @@ package fleetvirtualmachine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -113,13 +112,10 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fvm := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, fvm); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+		if apierrors.IsNotFound(err) {
+			return r.reconcileGone(ctx, req.NamespacedName)
 		}
-		r.observeImages(req.NamespacedName, nil)
-		r.alarms.set(req.NamespacedName, 0)
-		r.expect.Forget(req.NamespacedName)
-		return r.sweepReleased(ctx, req.Namespace)
+		return ctrl.Result{}, err
 	}
 	if !r.expect.Satisfied(fvm) {
 		// The cache has not seen this controller's last write yet; its
@@ -130,171 +126,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if fvm.DeletionTimestamp != nil {
 		return r.reconcileDelete(ctx, fvm)
 	}
-	if added, err := write.AddFinalizer(ctx, r.Client, fvm, Finalizer); err != nil {
-		return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-	} else if added {
-		r.expect.Wrote(fvm)
+	if err := r.ensureFinalizer(ctx, fvm); err != nil {
+		return ctrl.Result{}, err
 	}
 	if invalid, err := r.reconcileInvalid(ctx, fvm); invalid || err != nil {
 		return ctrl.Result{}, err // validate.go: nothing new is placed or delivered, no VM removed
 	}
-	before := fvm.DeepCopy()
-	now := metav1.NewTime(r.Clock.Now())
-
+	s := r.newScope(fvm)
 	// One FleetVirtualMachine per VM.
 	if winner, err := r.claimWinner(ctx, fvm); err != nil {
 		return ctrl.Result{}, err
 	} else if winner != nil {
-		return r.reconcileConflict(ctx, fvm, before, winner, now)
+		return r.reconcileConflict(ctx, fvm, s.before, winner, s.now)
 	}
 
-	var errs []error
-	in := statusInputs{
-		Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
-		PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace},
+	r.readFleet(ctx, s)      // 1. read
+	r.decide(ctx, s)         // 2. decide
+	r.writePlacement(ctx, s) // 3. the Placement
+	r.readDelivery(ctx, s)   //    and what delivers and runs
+	if !r.record(ctx, s) {   // 4. record
+		return ctrl.Result{}, s.err()
 	}
-
-	// 1. Read.
-	obs, err := r.observe(ctx, fvm)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	in.UnboundSets = obs.Unbound
-	if obs.Candidate != nil {
-		in.PlacementRef.Name = obs.Candidate.Name
-	}
-	if len(obs.Allowed) == 0 {
-		// No set this namespace may use: nothing new is placed.
-		obs.Scheduled = false
-	}
-	// The cluster sets the namespace may use are mirrored into the Argo CD
-	// namespace, and imported into Argo CD.
-	if err := r.ensureBindings(ctx, fvm, obs.Allowed); err != nil {
-		in.PlacementErr = err
-	}
-	if err := r.ensureSharedGitOps(ctx, obs.Allowed); err != nil {
-		in.PlacementErr = errors.Join(in.PlacementErr, err)
-	}
-	// 2. Decide.
-	outcome := decidePlacement(r.placementInput(fvm, obs, now))
-	// Why clusters are left out, from what the scheduler sees: for the
-	// status, and to ask for a new schedule when that says a cluster now
-	// qualifies.
-	var qualifying []string
-	waiting := obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && in.PlacementErr == nil &&
-		wantsExclusions(fvm.Spec, len(outcome.inState(statePlaced)))
-	if waiting {
-		if in.Excluded, qualifying, err = r.exclusions(ctx, fvm, obs.Decision, obs.Candidates, outcome, now); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// 3. The Placement.
-	if obs.PlacementErr != nil {
-		in.PlacementErr = errors.Join(in.PlacementErr, obs.PlacementErr)
-	} else if len(obs.Allowed) > 0 {
-		want := withReschedule(obs.Candidate, rescheduleToken(obs.Placement, waiting, qualifying))
-		if p, written, err := r.reconcilePlacement(ctx, fvm, want, obs.Placement); err != nil {
-			in.PlacementErr = errors.Join(in.PlacementErr, err)
-		} else if written {
-			// Its decision answers the old spec until rescheduled.
-			obs.Scheduled, obs.SchedulerMessage = scheduled(p)
-		}
-	}
-	if in.PlacementErr != nil {
-		errs = append(errs, in.PlacementErr)
-	}
-	// The project the Applications run under.
-	project, projectErr := r.deliveryProject(ctx, fvm)
-	switch {
-	case isForbidden(projectErr):
-		in.DeliveryErr = projectErr
-	case projectErr != nil:
-		in.DeliveryErr = projectErr
-		errs = append(errs, projectErr)
-	}
-	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
-	in.Decision, in.Outcome = obs.Decision, outcome
-	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
-	if appSetErr != nil {
-		in.DeliveryErr = appSetErr
-		errs = append(errs, appSetErr)
-	}
-	in.AppSetExists = appSet != nil
-	r.readClusterState(obs, &in)
-	in.ImageTotals = r.observeImages(req.NamespacedName, reportedImages(in.Reports))
-	if err := r.readDiskImages(ctx, fvm, &in); err != nil {
-		errs = append(errs, err)
-	}
-
-	// 4. Record.
-	fvm.Status = computeStatus(in)
-	switch err := r.patchStatusIfChanged(ctx, before, fvm); {
-	case write.Stale(err):
-		// The cache is behind the API server: the newer object (most often
-		// this controller's own previous status write) is on its way
-		// through the watch and triggers the next reconcile, which decides
-		// again from it. Acting now could act on a stale record.
-		return ctrl.Result{}, nil
-	case err != nil:
-		return ctrl.Result{}, errors.Join(append(errs, err)...)
-	}
-	r.recordTransitions(before, fvm)
-	r.recordClusterChanges(fvm, before.Status, outcome)
-	r.load.set(req.NamespacedName, statusClusters(fvm))
-	if err := r.releasePlacement(ctx, fvm, before.Status.Placement); err != nil {
-		errs = append(errs, err)
-	}
-
-	// 5. Act.
-	var result ctrl.Result
-	var written *argov1alpha1.ApplicationSet
-	if appSetErr == nil && projectErr == nil {
-		var current *argov1alpha1.ApplicationSet
-		if appSet != nil {
-			current = appSet.(*argov1alpha1.ApplicationSet)
-		}
-		targets := r.deliveryTargets(fvm, obs, outcome)
-		if err := r.ensureNamespaces(ctx, fvm, outcome.delivered()); err != nil {
-			errs = append(errs, err)
-		}
-		if written, err = r.reconcileApplicationSet(ctx, fvm, current, project, targets); err != nil {
-			errs = append(errs, err)
-			r.reportDeliveryError(ctx, fvm, err)
-		}
-	}
-	if written != nil {
-		apps := make([]argov1alpha1.Application, 0, len(obs.Apps))
-		for _, a := range obs.Apps {
-			apps = append(apps, *a)
-		}
-		if err := r.adoptApplications(ctx, written, apps); err != nil {
-			errs = append(errs, err)
-		}
-		wait, err := r.refreshIfMissing(ctx, fvm, written, obs.Apps)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		result.RequeueAfter = wait
-	}
-	for _, c := range outcome.Remove {
-		// Only once the ApplicationSet as read no longer delivers there:
-		// Argo CD rewrites the finalizers of the Applications it generates,
-		// and would drop the one that makes it delete the VM. The write
-		// above brings the next reconcile.
-		if appSet == nil || !slices.Contains(appSetTargets(appSet.(*argov1alpha1.ApplicationSet)), c) {
-			if err := r.removeApplication(ctx, obs.Apps[c], true); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	for _, c := range outcome.Release {
-		if err := r.removeApplication(ctx, obs.Apps[c], false); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	r.alarms.set(req.NamespacedName, outcome.LookAgain)
-	if len(errs) > 0 {
-		return ctrl.Result{}, errors.Join(errs...)
+	result := r.deliver(ctx, s) // 5. act
+	r.alarms.set(req.NamespacedName, s.outcome.LookAgain)
+	if err := s.err(); err != nil {
+		return ctrl.Result{}, err
 	}
 	return result, nil
 }
