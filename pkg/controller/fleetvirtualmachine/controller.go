@@ -165,9 +165,9 @@ func statusClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 }
 
 // releasePlacement removes the Placement a FleetVirtualMachine used
-// before, when its status now names another: its own Placement (the hub
-// now shares Placements), or a candidate Placement no one else uses (its
-// intent changed, or the hub no longer shares Placements).
+// before, when its status now names another: its own Placement (from
+// before the hub shared Placements, on a hub upgraded since), or a
+// candidate Placement no one else uses (its intent changed).
 func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, was *fleetv1alpha1.PlacementStatus) error {
 	if was == nil || was.Name == "" || fvm.Status.Placement != nil && fvm.Status.Placement.Name == was.Name {
 		return nil
