@@ -81,7 +81,7 @@ func run() int {
 	flag.StringVar(&out, "out", "_output/bench", "Folder for the JSON report and the hub's log.")
 	series := flag.Bool("series", os.Getenv("BENCH_SERIES") == "1", "Run the scaling series instead (BENCH_SERIES=1).")
 	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
-	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst and the at-rest scenario after it.")
+	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst, the at-rest scenario and the restart after it.")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	memLimit, err := resource.ParseQuantity(*hubMemory)
@@ -217,6 +217,8 @@ var seriesColumns = []struct{ head, row string }{
 	{"rest busy %", "OCM scheduler busy share"},
 	{"rest reconciles", "hub FleetVM reconciles"},
 	{"peak RSS MiB", "memory after at rest: hub peak RSS (VmHWM)"},
+	{"restart steady s", "restart: steady (every FleetVM reconciled, queue empty)"},
+	{"restart writes", "restart: hub writes until quiet"},
 	{"live heap MiB", "memory after burst: hub live heap after a GC"},
 }
 

@@ -99,9 +99,9 @@ type Config struct {
 	// ArgoRefresh is the period of the Argo CD stand-in's status refresh of
 	// every Application (default 3 minutes; negative disables it).
 	ArgoRefresh time.Duration
-	// BurstOnly runs only the burst and the at-rest scenario after it (a
-	// point of the scaling series), not the physical limit, the status
-	// latency and the decision change.
+	// BurstOnly runs only the burst, the at-rest scenario and the restart
+	// after it (a point of the scaling series), not the physical limit,
+	// the status latency and the decision change.
 	BurstOnly bool
 	// Timeout bounds each wait for convergence (default 15 minutes).
 	Timeout time.Duration
@@ -247,6 +247,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"physical limit", h.physicalLimit},
 		{"burst", h.burst},
 		{"at rest", h.atRest},
+		{"restart", h.restart},
 		{"status latency", h.statusLatency},
 		{"decision change", h.decisionChange},
 	}

@@ -67,6 +67,11 @@ func TestSmoke(t *testing.T) {
 	if got, _ := report.Value("creation: hub writes per FleetVM: applicationsets"); got < 1 {
 		t.Errorf("the API server counted %v ApplicationSet writes per FleetVM by the hub, want at least 1", got)
 	}
+	// The restarted hub reconciled every FleetVM (the scenario waits for
+	// that, bounded, and fails otherwise).
+	if got, _ := report.Value("restart: FleetVM reconciles until quiet"); got < 50 {
+		t.Errorf("the restarted hub reconciled %v FleetVMs, want all 50 and more", got)
+	}
 }
 
 // TestChaosHubKilled kills fleetvm-hub (its own process) with SIGKILL five

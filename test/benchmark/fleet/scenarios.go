@@ -658,3 +658,59 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 	h.logf("decision change: %s moved off %s", plural(n, "FleetVM"), cluster)
 	return nil
 }
+
+// restart stops fleetvm-hub as a rolling update does (SIGTERM) with the
+// fleet converged and at rest, starts it again, and measures the new
+// process: how long until it is steady (it reconciled every
+// FleetVirtualMachine and its queue is empty, counted from its start) and
+// what it wrote by then and until the hub is quiet. A hub that finds
+// everything in place writes nothing.
+func (h *harness) restart(ctx context.Context) error {
+	fvms := len(h.fvms.snapshot())
+	before, err := readHubCounts(ctx, h.kube)
+	if err != nil {
+		return err
+	}
+	h.hub.stop()
+	start := time.Now()
+	if err := h.startHub(ctx); err != nil {
+		return err
+	}
+	ready := time.Since(start)
+	var reconciled, depth float64
+	steady := func() bool {
+		ss, err := scrapeHTTP(ctx, h.hub.metricsURL)
+		if err != nil {
+			return false
+		}
+		sel := map[string]string{"controller": "fleetvirtualmachine"}
+		reconciled = ss.sum("controller_runtime_reconcile_total", sel)
+		depth = ss.sum("workqueue_depth", map[string]string{"name": "fleetvirtualmachine"})
+		return reconciled >= float64(fvms) && depth == 0
+	}
+	if err := poll(ctx, h.cfg.Timeout, steady); err != nil {
+		return fmt.Errorf("the restarted hub reconciled %.0f of %d FleetVirtualMachines, %.0f queued: %w", reconciled, fvms, depth, err)
+	}
+	toSteady := time.Since(start)
+	atSteady, err := readHubCounts(ctx, h.kube)
+	if err != nil {
+		return err
+	}
+	quiet, ok := h.waitHubQuiet(ctx)
+	if !ok {
+		h.logf("restart: the hub did not turn quiet within the bound")
+	}
+	recs, _ := h.hubReconciles(ctx, "fleetvirtualmachine")
+	r := h.report
+	label := "restart"
+	r.add(label+": FleetVMs", float64(fvms), "FleetVMs")
+	r.addDuration(label+": hub ready", ready)
+	r.addDuration(label+": steady (every FleetVM reconciled, queue empty)", toSteady)
+	r.add(label+": hub writes until steady", atSteady.sub(before).writesExceptEvents(), "writes")
+	r.add(label+": hub writes until quiet", quiet.sub(before).writesExceptEvents(), "writes")
+	r.add(label+": hub events until quiet", quiet.sub(before).Writes["events"], "events")
+	r.add(label+": FleetVM reconciles until quiet", recs, "reconciles")
+	h.logf("restart: ready in %s, steady in %s, %.0f writes", ready.Truncate(time.Millisecond), toSteady.Truncate(time.Millisecond), quiet.sub(before).writesExceptEvents())
+	h.memory("restart")
+	return nil
+}
