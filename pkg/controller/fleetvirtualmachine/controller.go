@@ -14,6 +14,7 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,6 +42,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -212,6 +214,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		in.DeliveryErr = projectErr
 		errs = append(errs, projectErr)
 	}
+	in.Namespace, in.Project = fvm.Namespace, tenancy.ProjectFor(fvm.Namespace, fvm.Spec.Delivery.Project)
+	in.Impersonation = r.readImpersonation(ctx)
 	in.PlacementScheduled, in.PlacementMessage = obs.Scheduled, obs.SchedulerMessage
 	in.Decision, in.Outcome = obs.Decision, outcome
 	appSet, appSetErr := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, ChildName(req.NamespacedName))
@@ -641,6 +645,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allFleetVMs), builder.WithPredicates(r.argoSettingsChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(write.Requeue(r))
 }
