@@ -428,9 +428,9 @@ func TestTransitionEvents(t *testing.T) {
 // when argocd-cm cannot be read.
 func TestConfinedCondition(t *testing.T) {
 	cases := map[string]struct {
-		imp          impersonation
-		project      string
-		want         string
+		imp           impersonation
+		project       string
+		want          string
 		wantInMessage []string
 	}{
 		"on, the namespace's own project": {
