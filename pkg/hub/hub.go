@@ -71,7 +71,8 @@ type Options struct {
 // Applications the cache keeps only what the hub reads
 // (fleetvirtualmachine.TrimApplication).
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
-// ConfigMaps), not every ConfigMap of the hub. The kinds FleetVM keeps in
+// ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
+// only argocd-cm (whether sync impersonation is on). The kinds FleetVM keeps in
 // Argo CD's namespace are cached only there: its RBAC there is a Role.
 func CacheOptions(argoNamespace string) cache.Options {
 	argo := cache.ByObject{Namespaces: map[string]cache.Config{argoNamespace: {}}}
@@ -88,7 +89,13 @@ func CacheOptions(argoNamespace string) cache.Options {
 			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: fleetvirtualmachine.TrimApplication},
 			&argov1alpha1.AppProject{}:  argo,
 			gitOpsCluster:               argo,
-			&corev1.ConfigMap{}:         {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+				cache.AllNamespaces: {LabelSelector: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
+				argoNamespace: {
+					LabelSelector: labels.Everything(),
+					FieldSelector: fields.OneTermEqualSelector("metadata.name", fleetvirtualmachine.ArgoCDConfigMap),
+				},
+			}},
 			// Only the fleetvm agents' capacity scores, not other addons'.
 			&clusterv1alpha1.AddOnPlacementScore{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName)},
 			// Only FleetVM's ManifestWorks (disk images), not the addons'.

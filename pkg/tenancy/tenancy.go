@@ -12,6 +12,13 @@
 // FleetVirtualMachine may name, by Argo CD's own rule for Applications in
 // other namespaces: a project lists the namespaces it serves in
 // spec.sourceNamespaces.
+//
+// On the clusters, the same project names the namespace's ServiceAccount
+// (ServiceAccountName) in spec.destinationServiceAccounts: with Argo CD's
+// sync impersonation on, Argo CD applies a team's objects as that account,
+// which holds only the tenant kinds in its namespace (ClusterObjects), so
+// the cluster's RBAC and CDI's and KubeVirt's clone authorization confine
+// what a git repository holds, whatever is inside its objects.
 package tenancy
 
 import (
@@ -47,7 +54,9 @@ func DefaultKinds() []metav1.GroupKind {
 // Project builds the AppProject of a namespace: Applications under it may
 // deploy only into that namespace, on any cluster, only the kinds given,
 // and nothing cluster-scoped (not even the namespace itself: FleetVM
-// creates it on the clusters through OCM, see the controller).
+// creates it on the clusters through OCM, see the controller). With sync
+// impersonation on, Argo CD syncs them as the namespace's ServiceAccount
+// on every cluster.
 func Project(argoNamespace, namespace string, kinds []metav1.GroupKind, labels map[string]string) *argov1alpha1.AppProject {
 	return &argov1alpha1.AppProject{
 		ObjectMeta: metav1.ObjectMeta{Name: ProjectName(namespace), Namespace: argoNamespace, Labels: labels},
@@ -57,6 +66,9 @@ func Project(argoNamespace, namespace string, kinds []metav1.GroupKind, labels m
 			Destinations:               []argov1alpha1.ApplicationDestination{{Server: "*", Name: "*", Namespace: namespace}},
 			SourceNamespaces:           []string{namespace},
 			NamespaceResourceWhitelist: append([]metav1.GroupKind(nil), kinds...),
+			DestinationServiceAccounts: []argov1alpha1.ApplicationDestinationServiceAccount{{
+				Server: "*", Namespace: namespace, DefaultServiceAccount: namespace + ":" + ServiceAccountName,
+			}},
 		},
 	}
 }

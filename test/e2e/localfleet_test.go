@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,7 +62,11 @@ func run(m *testing.M) int {
 		SimulatorStepDelay: 100 * time.Millisecond,
 		LogDir:             logDir,
 		Progress:           os.Stderr,
-		GitRepos:           map[string]string{escapeRepo: filepath.Join(root, "test", "testdata", "git", "escape")},
+		GitRepos: map[string]string{
+			escapeRepo: filepath.Join(root, "test", "testdata", "git", "escape"),
+			cloneRepo:  filepath.Join(root, "test", "testdata", "git", "clone"),
+			reachRepo:  filepath.Join(root, "test", "testdata", "git", "reach"),
+		},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the local fleet: %v\nArgo CD logs: %s\n", err, logDir)
@@ -185,10 +191,16 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// escapeRepo is a git repository (test/testdata/git/escape) that tries to
-// reach past its namespace: a ClusterRoleBinding to cluster-admin and a
-// ConfigMap in kube-system beside its VM.
-const escapeRepo = "escape.git"
+// Git repositories (test/testdata/git) that try to reach past their
+// namespace: escape holds a ClusterRoleBinding to cluster-admin and a
+// ConfigMap in kube-system beside its VM; clone a DataVolume and a VM's
+// dataVolumeTemplate cloning team-b's PVC secret-db-disk; reach a
+// ConfigMap in team-b beside its VM.
+const (
+	escapeRepo = "escape.git"
+	cloneRepo  = "clone.git"
+	reachRepo  = "reach.git"
+)
 
 // TestGitSourceConfined: a team's FleetVirtualMachine whose git repository
 // holds a ClusterRoleBinding to cluster-admin and a ConfigMap in
@@ -199,35 +211,7 @@ func TestGitSourceConfined(t *testing.T) {
 	checkArgoCD(t)
 	ctx := t.Context()
 	const ns = "team-escape"
-	if err := tenantNamespace(ctx, fleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
-	fvm := &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "escape"},
-		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
-			Source:         &fleetv1alpha1.GitSource{RepoURL: fleet.GitRepoURLs[escapeRepo], Path: ".", TargetRevision: "main"},
-			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
-			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
-			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
-		},
-	}
-	if err := fleet.Hub.Client.Create(ctx, fvm); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fleet.Hub.Client.Delete(context.Background(), fvm) })
-	var got fleetv1alpha1.FleetVirtualMachine
-	err := fleetenv.Eventually(ctx, timeout, func() (bool, error) {
-		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(fvm), &got); err != nil {
-			return false, err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
-		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "is not permitted in project fleetvm-team-escape"), nil
-	})
-	if err != nil {
-		t.Fatalf("Delivered never said why the sync was refused: %v\nconditions: %+v", err, got.Status.Conditions)
-	}
-	c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
-	t.Logf("Delivered: %s", c.Message)
+	c := refusedGitSource(t, ns, escapeRepo, "is not permitted in project fleetvm-team-escape")
 	for _, want := range []string{"ClusterRoleBinding", "kube-system"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("Delivered does not name %s: %q", want, c.Message)
@@ -259,4 +243,122 @@ func TestDeletion(t *testing.T) {
 		Environment:   "prod",
 		Timeout:       timeout,
 	})
+}
+
+// TestGitSourceCloneRefused: a team's git repository holds a DataVolume
+// and a VM whose dataVolumeTemplate clone team-b's PVC. The project allows
+// both kinds in the team's namespace, so only the cluster can refuse them:
+// Argo CD applies them as the team's ServiceAccount (sync impersonation),
+// the spokes' clone authorization (CDI's and KubeVirt's, here their
+// stand-in) refuses the clone, the FleetVM says the sync failed and why,
+// and no copy of the disk exists on any cluster.
+func TestGitSourceCloneRefused(t *testing.T) {
+	checkArgoCD(t)
+	ctx := t.Context()
+	const ns = "team-clone"
+	for _, s := range fleet.Spokes {
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		disk := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "secret-db-disk"},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if err := s.Client.Create(ctx, disk); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	c := refusedGitSource(t, ns, cloneRepo, "insufficient permissions in clone source namespace team-b")
+	if !strings.Contains(c.Message, "system:serviceaccount:"+ns+":fleetvm-tenant") {
+		t.Errorf("Delivered does not name the account Argo CD synced as: %q", c.Message)
+	}
+	for _, s := range fleet.Spokes {
+		var dvs cdiv1beta1.DataVolumeList
+		if err := s.Client.List(ctx, &dvs, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, dv := range dvs.Items {
+			t.Errorf("%s: DataVolume %s/%s exists: a clone of team-b's disk", s.Name, dv.Namespace, dv.Name)
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := s.Client.List(ctx, &pvcs, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pvcs.Items {
+			t.Errorf("%s: PVC %s/%s exists: a clone of team-b's disk", s.Name, p.Namespace, p.Name)
+		}
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "clone"}, &kubevirtv1.VirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: VM %s/clone, which clones team-b's disk: %v, want none", s.Name, ns, err)
+		}
+	}
+}
+
+// TestGitSourceOtherNamespace: a team's git repository writes a ConfigMap
+// into team-b's namespace beside its VM. Argo CD refuses the sync under
+// the team's project, the FleetVM says why, and nothing reaches team-b.
+func TestGitSourceOtherNamespace(t *testing.T) {
+	checkArgoCD(t)
+	ctx := t.Context()
+	const ns = "team-reach"
+	c := refusedGitSource(t, ns, reachRepo, "namespace team-b is not permitted in project")
+	if !strings.Contains(c.Message, "team-b") {
+		t.Errorf("Delivered does not name namespace team-b: %q", c.Message)
+	}
+	for _, s := range fleet.Spokes {
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: "team-b", Name: "reach"}, &corev1.ConfigMap{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: ConfigMap team-b/reach: %v, want none", s.Name, err)
+		}
+		err = s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reach"}, &kubevirtv1.VirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the VM was synced beside the refused ConfigMap: %v", s.Name, err)
+		}
+	}
+}
+
+// refusedGitSource creates, in a team namespace ns, a FleetVirtualMachine
+// delivering the git repository repo to the prod clusters, and waits until
+// its Delivered condition says the sync failed with want in the message.
+// It checks the FleetVM says Argo CD syncs as the team (Confined) and
+// returns Delivered.
+func refusedGitSource(t *testing.T, ns, repo, want string) *metav1.Condition {
+	t.Helper()
+	ctx := t.Context()
+	if err := tenantNamespace(ctx, fleet.Hub.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strings.TrimSuffix(repo, ".git")},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Source:         &fleetv1alpha1.GitSource{RepoURL: fleet.GitRepoURLs[repo], Path: ".", TargetRevision: "main"},
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: "prod"},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+		},
+	}
+	if err := fleet.Hub.Client.Create(ctx, fvm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Hub.Client.Delete(context.Background(), fvm) })
+	var got fleetv1alpha1.FleetVirtualMachine
+	err := fleetenv.Eventually(ctx, timeout, func() (bool, error) {
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(fvm), &got); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonDeliveryFailed && strings.Contains(c.Message, want), nil
+	})
+	if err != nil {
+		t.Fatalf("Delivered never said the sync failed with %q: %v\nconditions: %+v", want, err, got.Status.Conditions)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionDelivered)
+	t.Logf("Delivered: %s", c.Message)
+	if confined := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionConfined); confined == nil || confined.Status != metav1.ConditionTrue {
+		t.Errorf("Confined = %+v, want True: the local fleet's Argo CD syncs as the team", confined)
+	}
+	return c
 }

@@ -160,6 +160,12 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.HubWebhook != nil {
 		*opts.HubWebhook = hubEnv.WebhookInstallOptions
 	}
+	for _, spoke := range f.Spokes {
+		if err := InstallCloneAuthorization(ctx, spoke.Client); err != nil {
+			_ = f.Stop()
+			return nil, fmt.Errorf("%s: %w", spoke.Name, err)
+		}
+	}
 
 	if !opts.NoPlacementController || opts.WorkAgents {
 		quietKlog()

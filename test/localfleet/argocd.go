@@ -46,9 +46,9 @@ type argoCD struct {
 }
 
 // installArgoCD creates what Argo CD's installation puts in its namespace
-// and the components read: argocd-cm, argocd-rbac-cm, argocd-secret and the
-// AppProject "default", which may deploy anything anywhere (the local
-// fleet's clusters are its own).
+// and the components read: argocd-cm (with sync impersonation on),
+// argocd-rbac-cm, argocd-secret and the AppProject "default", which may
+// deploy anything anywhere (the local fleet's clusters are its own).
 func installArgoCD(ctx context.Context, c client.Client, ns string) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
@@ -68,6 +68,11 @@ func installArgoCD(ctx context.Context, c client.Client, ns string) error {
 				"application.resourceTrackingMethod": "annotation",
 				// Look at every Application at least every 30 seconds.
 				"timeout.reconciliation": "30s",
+				// Sync as the AppProject's destination ServiceAccount: a
+				// team's Applications are applied as its fleetvm-tenant
+				// account on each spoke (the spokes' cluster secrets hold
+				// admin credentials, which may impersonate).
+				"application.sync.impersonation.enabled": "true",
 			},
 		},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-rbac-cm", Namespace: ns, Labels: partOf("argocd-rbac-cm")}},

@@ -14,6 +14,8 @@
 //     controller run (real, built like kube-apiserver);
 //   - GitOpsClusterStandIn plays OCM's GitOpsCluster controller, which
 //     cannot be built with this project's dependencies;
+//   - a ValidatingAdmissionPolicy on each spoke plays CDI's and KubeVirt's
+//     clone authorization (fleetenv.InstallCloneAuthorization);
 //   - OCM's registration is not running: fleetenv registers the
 //     ManagedClusters, marks them available and binds cluster sets, and
 //     this package writes each cluster's credentials secret as OCM's
@@ -34,6 +36,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -353,6 +356,9 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 	if err := spoke.EnsureNamespace(ctx, GoldenImageNamespace); err != nil {
 		return err
 	}
+	if err := allowGoldenImageClones(ctx, spoke.Client); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
 	for _, name := range GoldenImages {
 		ds := &cdiv1beta1.DataSource{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: GoldenImageNamespace},
@@ -422,8 +428,10 @@ type tlsClientConfig struct {
 // writeImportSecret leaves "<cluster>-cluster-secret" in the cluster
 // namespace on the hub, in the shape of Argo CD's cluster secrets, as OCM's
 // cluster import does; the GitOpsCluster stand-in copies it into Argo CD.
-// The credentials are the spoke's admin: Argo CD manages what it deploys
-// there with full rights, as with a real managed cluster.
+// The credentials are the spoke's admin (group system:masters): Argo CD
+// manages what it deploys there with full rights, as with a real managed
+// cluster, and may impersonate, which sync impersonation needs: it
+// applies each team's objects as that team's ServiceAccount.
 func (f *Fleet) writeImportSecret(ctx context.Context, cluster string, cfg *rest.Config) error {
 	conf, err := json.Marshal(clusterConfig{
 		BearerToken:     cfg.BearerToken,
@@ -574,4 +582,32 @@ func (f *Fleet) Stop() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// allowGoldenImageClones lets every authenticated user clone the golden
+// images, as OpenShift Virtualization does (its os-images.kubevirt.io:view
+// role, bound to system:authenticated in the golden image namespace): the
+// seed VMs clone their root disks from there, and with sync impersonation
+// they are applied as their team's ServiceAccount, whose clones the
+// spokes authorize (fleetenv.InstallCloneAuthorization).
+func allowGoldenImageClones(ctx context.Context, c client.Client) error {
+	const name = "os-images.kubevirt.io:view"
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: GoldenImageNamespace, Name: name},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"cdi.kubevirt.io"}, Resources: []string{"datavolumes/source"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"cdi.kubevirt.io"}, Resources: []string{"datasources", "datavolumes"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: GoldenImageNamespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
 }

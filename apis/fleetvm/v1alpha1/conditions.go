@@ -16,6 +16,13 @@ const (
 	// removal could not be confirmed, or another FleetVirtualMachine
 	// delivers the same VM. It is the one negative condition: True is bad.
 	ConditionDegraded = "Degraded"
+	// ConditionConfined: Argo CD applies what the FleetVirtualMachine
+	// delivers as its namespace's ServiceAccount on each cluster (sync
+	// impersonation), so the clusters' RBAC and KubeVirt's and CDI's clone
+	// authorization confine what its git repository holds. False when Argo
+	// CD's sync impersonation is off; Unknown when Argo CD's settings
+	// cannot be read.
+	ConditionConfined = "Confined"
 )
 
 // Condition types of FleetDiskImage.
@@ -69,4 +76,14 @@ const (
 	ReasonImporting       = "Importing"
 	ReasonImageReady      = "ImageReady"
 	ReasonImageFailed     = "ImageFailed"
+	// ReasonImpersonated: Argo CD syncs as the AppProject's destination
+	// ServiceAccount (Confined True).
+	ReasonImpersonated = "SyncImpersonated"
+	// ReasonImpersonationOff: application.sync.impersonation.enabled is
+	// not "true" in argocd-cm; Argo CD syncs with its own credentials on
+	// each cluster (Confined False).
+	ReasonImpersonationOff = "ImpersonationOff"
+	// ReasonArgoCDSettingsUnknown: argocd-cm cannot be read (Confined
+	// Unknown).
+	ReasonArgoCDSettingsUnknown = "ArgoCDSettingsUnknown"
 )

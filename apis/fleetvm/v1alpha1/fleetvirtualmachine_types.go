@@ -516,7 +516,7 @@ type FleetVirtualMachineStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Placed, Delivered, Available, Degraded.
+	// conditions: Ready, Placed, Delivered, Available, Degraded, Confined.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

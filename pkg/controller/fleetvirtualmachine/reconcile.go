@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -158,6 +159,8 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 		}
 	}
 	s.project = project
+	s.in.Namespace, s.in.Project = s.fvm.Namespace, tenancy.ProjectFor(s.fvm.Namespace, s.fvm.Spec.Delivery.Project)
+	s.in.Impersonation = r.readImpersonation(ctx)
 	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, ChildName(s.key()))
 	if appSetErr != nil {
 		s.in.DeliveryErr = appSetErr

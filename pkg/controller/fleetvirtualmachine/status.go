@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
 // This file holds pure functions: status is computed from what the
@@ -69,9 +70,15 @@ type statusInputs struct {
 	ImageTotals map[string]int32
 	// Images are the FleetDiskImages of spec.diskImages by name, nil when
 	// one does not exist.
-	Images   map[string]*fleetv1alpha1.FleetDiskImage
-	Previous fleetv1alpha1.FleetVirtualMachineStatus
-	Now      metav1.Time
+	Images map[string]*fleetv1alpha1.FleetDiskImage
+	// Impersonation is what argocd-cm says of sync impersonation;
+	// Namespace and Project are the FleetVirtualMachine's namespace and the
+	// AppProject its Applications run under.
+	Impersonation impersonation
+	Namespace     string
+	Project       string
+	Previous      fleetv1alpha1.FleetVirtualMachineStatus
+	Now           metav1.Time
 }
 
 // computeStatus returns the new status: every owned condition is computed
@@ -109,6 +116,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 		readyCondition(in, entries),
 		availableCondition(in, entries),
 		degradedCondition(in, entries),
+		confinedCondition(in),
 	} {
 		c.ObservedGeneration = in.Generation
 		c.LastTransitionTime = in.Now
@@ -602,4 +610,30 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// confinedCondition says whether the clusters confine what the
+// FleetVirtualMachine delivers: Argo CD syncs as a ServiceAccount of the
+// destination (sync impersonation), or with its own credentials, when only
+// the AppProject stands between a git repository and the cluster.
+func confinedCondition(in statusInputs) metav1.Condition {
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionConfined}
+	switch {
+	case !in.Impersonation.Known:
+		c.Status, c.Reason = metav1.ConditionUnknown, fleetv1alpha1.ReasonArgoCDSettingsUnknown
+		c.Message = "cannot tell whether Argo CD syncs as the team: " + in.Impersonation.Problem
+	case !in.Impersonation.Enabled:
+		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonImpersonationOff
+		c.Message = fmt.Sprintf("Argo CD's sync impersonation is off (%s is not \"true\" in argocd-cm): Argo CD applies what this FleetVirtualMachine delivers with its own rights on each cluster, and only AppProject %s confines a git repository: to namespace %s and the kinds the project allows, not what is inside those objects: a DataVolume or a VM's dataVolumeTemplate in it can clone another namespace's disk, or another team's disk image",
+			ImpersonationKey, in.Project, in.Namespace)
+	case in.Project != tenancy.ProjectName(in.Namespace):
+		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonImpersonated
+		c.Message = fmt.Sprintf("Argo CD syncs as the ServiceAccount AppProject %s names for namespace %s in spec.destinationServiceAccounts (none: Argo CD refuses the sync); that account's rights on each cluster confine a git repository",
+			in.Project, in.Namespace)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonImpersonated
+		c.Message = fmt.Sprintf("Argo CD syncs as ServiceAccount %s/%s on each cluster: its rights (the kinds of AppProject %s, in namespace %s only) and CDI's and KubeVirt's clone authorization confine a git repository",
+			in.Namespace, tenancy.ServiceAccountName, in.Project, in.Namespace)
+	}
+	return c
 }

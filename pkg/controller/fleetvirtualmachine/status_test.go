@@ -197,6 +197,9 @@ func TestComputeStatus(t *testing.T) {
 				got.phases[c.Cluster] = c.Phase
 			}
 			for _, c := range st.Conditions {
+				if c.Type == fleetv1alpha1.ConditionConfined {
+					continue // TestConfinedCondition
+				}
 				got.conditions[c.Type] = string(c.Status) + "/" + c.Reason
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
@@ -417,5 +420,51 @@ func TestTransitionEvents(t *testing.T) {
 		if (tc.want != "") != ok || kind != tc.want {
 			t.Errorf("%s: event %q (%v), want %q", tc.name, kind, ok, tc.want)
 		}
+	}
+}
+
+// TestConfinedCondition: Confined follows argocd-cm's impersonation key,
+// says what a git repository can still do when it is off, and is Unknown
+// when argocd-cm cannot be read.
+func TestConfinedCondition(t *testing.T) {
+	cases := map[string]struct {
+		imp           impersonation
+		project       string
+		want          string
+		wantInMessage []string
+	}{
+		"on, the namespace's own project": {
+			imp: impersonation{Known: true, Enabled: true}, project: "fleetvm-team-a",
+			want: "True/SyncImpersonated", wantInMessage: []string{"ServiceAccount team-a/fleetvm-tenant", "clone authorization"},
+		},
+		"on, another project serving the namespace": {
+			imp: impersonation{Known: true, Enabled: true}, project: "shared",
+			want: "True/SyncImpersonated", wantInMessage: []string{"AppProject shared", "destinationServiceAccounts"},
+		},
+		"off": {
+			imp: impersonation{Known: true}, project: "fleetvm-team-a",
+			want: "False/ImpersonationOff", wantInMessage: []string{ImpersonationKey, "own rights", "clone another namespace's disk", "another team's disk image"},
+		},
+		"argocd-cm missing": {
+			imp:  impersonation{Problem: "ConfigMap argocd/argocd-cm not found"},
+			want: "Unknown/ArgoCDSettingsUnknown", wantInMessage: []string{"argocd-cm not found"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := statusInputs{Impersonation: tc.imp, Namespace: "team-a", Project: tc.project}
+			c := confinedCondition(in)
+			if got := string(c.Status) + "/" + c.Reason; got != tc.want {
+				t.Errorf("Confined = %s, want %s (%s)", got, tc.want, c.Message)
+			}
+			for _, w := range tc.wantInMessage {
+				if !strings.Contains(c.Message, w) {
+					t.Errorf("message %q does not say %q", c.Message, w)
+				}
+			}
+			if len(c.Message) > maxConditionMessage {
+				t.Errorf("message is %d long, more than %d", len(c.Message), maxConditionMessage)
+			}
+		})
 	}
 }

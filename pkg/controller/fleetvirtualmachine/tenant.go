@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -86,50 +87,123 @@ func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) 
 	return nil
 }
 
-// namespaceWorkName is the ManifestWork that creates a namespace's
-// FleetVMs' namespace on a cluster.
+// namespaceWorkName is the ManifestWork that makes a namespace's
+// FleetVMs' namespace and its ServiceAccount on a cluster.
 func namespaceWorkName(namespace string) string {
 	return "fleetvm-namespace-" + namespace
 }
 
-// ensureNamespaces makes the FleetVirtualMachine's namespace exist on each
-// cluster it is delivered to, through an OCM ManifestWork in the cluster's
-// namespace (removing the work leaves the namespace: VMs live there). Argo
-// CD's CreateNamespace would need the project to allow the cluster-scoped
-// Namespace kind, and a git repository could then change any namespace
-// (kube-system's pod security labels among them).
+// ensureNamespaces makes, on each cluster the FleetVirtualMachine is
+// delivered to, through one OCM ManifestWork per namespace in the
+// cluster's namespace: the FleetVirtualMachine's namespace (unless every
+// FleetVirtualMachine of the namespace says spec.delivery.createNamespace
+// false), and the namespace's ServiceAccount with its Role and
+// RoleBinding (tenancy.ClusterObjects), which Argo CD syncs as when sync
+// impersonation is on. Removing the work leaves the namespaces (VMs live
+// there) and removes the rest. Argo CD's CreateNamespace would need the
+// project to allow the cluster-scoped Namespace kind, and a git repository
+// could then change any namespace (kube-system's pod security labels among
+// them).
+//
+// The work depends only on the namespace's FleetVirtualMachines and
+// FleetDiskImages, never on which FleetVirtualMachine writes it, so the
+// FleetVirtualMachines of a namespace agree on it.
 func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, clusters []string) error {
-	if d := fvm.Spec.Delivery.CreateNamespace; d != nil && !*d {
+	if len(clusters) == 0 {
 		return nil
 	}
-	ns := &corev1.Namespace{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: fvm.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": fleetv1alpha1.PartOfValue}},
-	}
-	raw, err := json.Marshal(ns)
+	manifests, err := r.tenantManifests(ctx, fvm.Namespace)
 	if err != nil {
 		return err
 	}
 	labels := managedLabels()
 	labels[tenancy.LabelNamespace] = fvm.Namespace
+	orphan := []workv1.OrphaningRule{{Resource: "namespaces", Name: fvm.Namespace}}
+	if r.Config.ImageNamespace != "" {
+		orphan = append(orphan, workv1.OrphaningRule{Resource: "namespaces", Name: r.Config.ImageNamespace})
+	}
 	var errs []error
 	for _, cluster := range clusters {
-		work := &workv1.ManifestWork{
+		want := &workv1.ManifestWork{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: namespaceWorkName(fvm.Namespace), Labels: labels},
 			Spec: workv1.ManifestWorkSpec{
-				Workload:     workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
-				DeleteOption: &workv1.DeleteOption{PropagationPolicy: workv1.DeletePropagationPolicyTypeOrphan},
+				Workload: workv1.ManifestsTemplate{Manifests: manifests},
+				DeleteOption: &workv1.DeleteOption{
+					PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
+					SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: orphan},
+				},
 			},
 		}
-		if err := r.createIfMissing(ctx, work); err != nil {
-			errs = append(errs, err)
+		got := &workv1.ManifestWork{}
+		switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); {
+		case apierrors.IsNotFound(err):
+			got = nil
+		case err != nil:
+			errs = append(errs, fmt.Errorf("get ManifestWork %s: %w", klog.KObj(want), err))
+			continue
+		case got.Labels[tenancy.LabelNamespace] != fvm.Namespace:
+			errs = append(errs, fmt.Errorf("ManifestWork %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), fvm.Namespace))
+			continue
+		}
+		if _, err := write.Ensure(ctx, r.Client, want, got); err != nil {
+			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// tenantManifests are the namespace work's manifests: the namespace when
+// a FleetVirtualMachine of it asks for it, the image namespace when the
+// namespace has disk images (the image Role lives there; the image works
+// make it too, with the same content), and tenancy.ClusterObjects with the
+// namespace's FleetDiskImages.
+func (r *Reconciler) tenantManifests(ctx context.Context, namespace string) ([]workv1.Manifest, error) {
+	var fvms fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &fvms, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", namespace, err)
+	}
+	var images fleetv1alpha1.FleetDiskImageList
+	if err := r.Client.List(ctx, &images, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list FleetDiskImages of namespace %s: %w", namespace, err)
+	}
+	var objs []runtime.Object
+	if slices.ContainsFunc(fvms.Items, func(f fleetv1alpha1.FleetVirtualMachine) bool {
+		d := f.Spec.Delivery.CreateNamespace
+		return d == nil || *d
+	}) {
+		objs = append(objs, &corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": fleetv1alpha1.PartOfValue}},
+		})
+	}
+	names := make([]string, 0, len(images.Items))
+	for _, fdi := range images.Items {
+		names = append(names, diskimage.ObjectName(client.ObjectKeyFromObject(&fdi)))
+	}
+	if len(names) > 0 && r.Config.ImageNamespace != "" {
+		// As the image works write it (fleetdiskimage.desiredWork).
+		objs = append(objs, &corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: r.Config.ImageNamespace, Labels: managedLabels()},
+		})
+	}
+	for _, o := range tenancy.ClusterObjects(namespace, r.Config.ImageNamespace, r.Config.TenantKinds, names) {
+		objs = append(objs, o)
+	}
+	manifests := make([]workv1.Manifest, 0, len(objs))
+	for _, o := range objs {
+		raw, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		manifests = append(manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
+	return manifests, nil
+}
+
 // cleanupTenant removes the namespace's own AppProject and its namespace
-// ManifestWorks (the namespaces stay on the clusters) once no
+// ManifestWorks (the namespaces stay on the clusters, the ServiceAccount
+// and its rights go) once no
 // FleetVirtualMachine of the namespace but the one of UID self is left,
 // being deleted or not, and no Argo CD Application runs under the project
 // any more: Argo CD cannot delete an Application whose project is gone,

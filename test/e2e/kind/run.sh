@@ -115,6 +115,11 @@ argocd() {
   kube "${HUB}" -n "${ARGOCD_NAMESPACE}" rollout status deployment/argocd-applicationset-controller --timeout 10m
   kube "${HUB}" -n "${ARGOCD_NAMESPACE}" rollout status deployment/argocd-repo-server --timeout 10m
   kube "${HUB}" -n "${ARGOCD_NAMESPACE}" rollout status statefulset/argocd-application-controller --timeout 10m
+  # Sync as each team's ServiceAccount (FleetVM names it in the team's
+  # AppProject); argocd-manager on the spokes is cluster-admin, so it may
+  # impersonate.
+  kube "${HUB}" -n "${ARGOCD_NAMESPACE}" patch configmap argocd-cm --type merge \
+    -p '{"data":{"application.sync.impersonation.enabled":"true"}}'
 
   log "GitOpsCluster controller (multicloud-integrations ${MCI_REF}) on the hub"
   git clone --quiet --depth 1 --branch "${MCI_REF}" \

@@ -9,7 +9,9 @@
 // in the set "restricted", never bound to a team), the real OCM scheduler
 // and work agents, fleetvm-hub and its webhooks, the agents with the
 // KubeVirt simulator, and the delivery stand-in, which checks every object
-// against its Application's AppProject as Argo CD's sync does.
+// against its Application's AppProject as Argo CD's sync does. The spokes
+// authorize clones as CDI and KubeVirt do (fleetenv.InstallCloneAuthorization),
+// so the account Argo CD syncs a team as is checked on the clusters.
 package tenancy
 
 import (
