@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/validation"
 )
 
 // Config holds the hub settings the controller works with.
@@ -26,6 +27,9 @@ type Config struct {
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.
 	ImageNamespace string
+	// SharedImageNamespaces are the namespaces on the clusters whose disks
+	// every team's templates may clone (validation.Options).
+	SharedImageNamespaces []string
 	// TenantKinds are the namespaced kinds a namespace's AppProject lets
 	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
 	TenantKinds []metav1.GroupKind
@@ -51,8 +55,9 @@ func DefaultConfig() Config {
 			Path:           "deploy/charts/fleetvm-vm",
 			TargetRevision: "main",
 		},
-		GracePeriod:    5 * time.Minute,
-		ImageNamespace: diskimage.DefaultNamespace,
-		TenantKinds:    tenancy.DefaultKinds(),
+		GracePeriod:           5 * time.Minute,
+		ImageNamespace:        diskimage.DefaultNamespace,
+		SharedImageNamespaces: validation.DefaultSharedImageNamespaces(),
+		TenantKinds:           tenancy.DefaultKinds(),
 	}
 }

@@ -19,7 +19,7 @@ import (
 // and no VM is removed because of it; Ready and Placed say why, with the
 // field errors.
 func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
-	_, errs := validation.FleetVirtualMachine(fvm, validation.Options{ImageNamespace: r.Config.ImageNamespace})
+	_, errs := validation.FleetVirtualMachine(fvm, r.validationOptions())
 	if len(errs) == 0 {
 		return false, nil
 	}
@@ -34,6 +34,11 @@ func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.Fl
 	}
 	r.recordTransitions(before, fvm)
 	return true, nil
+}
+
+// validationOptions are the hub settings the rules depend on.
+func (r *Reconciler) validationOptions() validation.Options {
+	return validation.Options{ImageNamespace: r.Config.ImageNamespace, SharedImageNamespaces: r.Config.SharedImageNamespaces}
 }
 
 // invalidStatus sets Ready and Placed False with reason InvalidSpec and
