@@ -61,6 +61,7 @@ func main() {
 	opts.DiskImages = fleetdiskimage.DefaultConfig()
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
 	flag.Var(validation.NamespacesFlag(&c.SharedImageNamespaces), "shared-image-namespaces", "Namespaces on the managed clusters whose DataSources, PVCs and snapshots every team's inline VM may clone, comma-separated (empty: none); any other namespace but the team's own is refused. Never the image namespace.")
+	flag.IntVar(&c.ShapesPerNamespace, "shapes-per-namespace", c.ShapesPerNamespace, "Most distinct VM shapes (CPU, memory, networks) one namespace's FleetVirtualMachines add to the shapes every agent scores; a FleetVirtualMachine past it is placed nowhere new (reason ShapeLimitExceeded).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
 	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")

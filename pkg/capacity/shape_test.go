@@ -1,6 +1,8 @@
 package capacity
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -183,5 +185,52 @@ func TestEncodeShapesConflict(t *testing.T) {
 	}
 	if _, err := EncodeShapes([]Shape{a, b}); err != nil {
 		t.Errorf("EncodeShapes of two shapes: %v", err)
+	}
+}
+
+// maxShape is the largest shape a FleetVirtualMachine can make: the
+// largest CPU and memory a Quantity holds and MaxShapeNetworks networks of
+// the longest name requiredNetworks allows (a 63-character namespace and a
+// 253-character name), distinct by i.
+func maxShape(i int) Shape {
+	var nets []string
+	for n := range MaxShapeNetworks {
+		nets = append(nets, fmt.Sprintf("%s/%s-%03d-%02d", strings.Repeat("n", 63), strings.Repeat("x", 253-7), i, n))
+	}
+	return Shape{
+		CPU:      *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI),
+		Memory:   *resource.NewQuantity(math.MaxInt64-(1<<20), resource.BinarySI),
+		Networks: Networks("", nets...),
+	}
+}
+
+// TestShapesSizeBound measures what one namespace can add to the shapes
+// ConfigMap: DefaultShapesPerNamespace shapes as large as they come. The
+// README states these figures.
+func TestShapesSizeBound(t *testing.T) {
+	var worst, typical []Shape
+	for i := range DefaultShapesPerNamespace {
+		worst = append(worst, maxShape(i))
+		typical = append(typical, Shape{CPU: *resource.NewQuantity(int64(i%16+1), resource.DecimalSI),
+			Memory: *resource.NewQuantity(int64(i+1)<<30, resource.BinarySI), Networks: []string{"default/vlan2003", "default/vlan2004"}})
+	}
+	w, err := EncodeShapes(worst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ, err := EncodeShapes(typical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxPerNamespace = 260 << 10 // the README's figure
+	if len(w) > maxPerNamespace {
+		t.Errorf("%d shapes of one namespace encode to %d bytes, more than the %d stated", DefaultShapesPerNamespace, len(w), maxPerNamespace)
+	}
+	t.Logf("one namespace adds at most %d bytes (%d shapes of %d networks with the longest names); %d bytes with two short networks each",
+		len(w), DefaultShapesPerNamespace, MaxShapeNetworks, len(typ))
+	for _, s := range worst {
+		if len(s.Name()) > 120 {
+			t.Errorf("shape name %s is %d characters", s.Name(), len(s.Name()))
+		}
 	}
 }

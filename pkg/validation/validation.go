@@ -17,6 +17,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
@@ -47,8 +48,8 @@ const HelmReleaseMax = 53
 // FleetVirtualMachine checks fvm against every rule that needs no other
 // object: its template decodes strictly into a KubeVirt VirtualMachine
 // KubeVirt would accept, carries no status, names no object of another
-// namespace (no other team's disks or images) and lands in fvm's
-// namespace; its cluster selector is valid; its
+// namespace (no other team's disks or images), lands in fvm's namespace
+// and has a shape of at most capacity.MaxShapeNetworks networks; its cluster selector is valid; its
 // name fits a Helm release where it is one. Each error names the field
 // and the reason. The decoded VM is returned whenever it decoded.
 func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (*kubevirtv1.VirtualMachine, field.ErrorList) {
@@ -65,6 +66,7 @@ func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (
 				errs = append(errs, field.Forbidden(tmplPath.Child("status"), "status is reported by the clusters, not set in the template"))
 			}
 			errs = append(errs, namespaceReferences(vm, tmplPath, fvm.Namespace, opts)...)
+			errs = append(errs, shapeNetworks(fvm, vm, tmplPath)...)
 			if vm.Namespace != "" && vm.Namespace != fvm.Namespace {
 				errs = append(errs, field.Forbidden(tmplPath.Child("metadata", "namespace"), fmt.Sprintf(
 					"a FleetVirtualMachine delivers its VM only into its own namespace (%s): leave metadata.namespace out, or set it to %s",
@@ -170,6 +172,19 @@ func sharedNote(opts Options) string {
 		return ""
 	}
 	return ", or a namespace the hub shares with every team (" + strings.Join(names, ", ") + ")"
+}
+
+// shapeNetworks bounds the networks of the VM's shape (its Multus
+// networks and spec.placement.requiredNetworks): every agent reads every
+// shape (capacity.MaxShapeNetworks).
+func shapeNetworks(fvm *fleetv1alpha1.FleetVirtualMachine, vm *kubevirtv1.VirtualMachine, path *field.Path) field.ErrorList {
+	nets := capacity.Networks(fvm.Namespace, append(vmtemplate.Networks(vm), fvm.Spec.Placement.RequiredNetworks...)...)
+	if len(nets) <= capacity.MaxShapeNetworks {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path.Child("spec", "template", "spec", "networks"), len(nets), fmt.Sprintf(
+		"the VM attaches to %d Multus networks (with spec.placement.requiredNetworks); at most %d: every cluster's agent reads every VM shape of the fleet",
+		len(nets), capacity.MaxShapeNetworks))}
 }
 
 // Update checks what an update of old into fvm may not change: the VM's

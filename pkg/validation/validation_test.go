@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 const imageNS = "fleetvm-images"
@@ -107,6 +109,18 @@ func TestFleetVirtualMachine(t *testing.T) {
 		"Multus networks of another namespace are shared infrastructure": {
 			fvm: fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},
 				"networks":[{"name":"vlan","multus":{"networkName":"default/vlan2003"}}]}}}`),
+		},
+		"too many networks for one shape": {
+			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+				var nets []string
+				for i := range capacity.MaxShapeNetworks {
+					nets = append(nets, fmt.Sprintf(`{"name":"n%d","multus":{"networkName":"default/vlan%d"}}`, i, i))
+				}
+				f := fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},"networks":[`+strings.Join(nets, ",")+`]}}}`)
+				f.Spec.Placement.RequiredNetworks = []string{"default/vlan0", "default/one-more"} // one new, one already there
+				return f
+			}(),
+			want: []string{"FieldValueInvalid spec.template.spec.template.spec.networks"},
 		},
 		"invalid cluster selector": {
 			fvm: func() *fleetv1alpha1.FleetVirtualMachine {

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/validation"
@@ -30,6 +31,10 @@ type Config struct {
 	// SharedImageNamespaces are the namespaces on the clusters whose disks
 	// every team's templates may clone (validation.Options).
 	SharedImageNamespaces []string
+	// ShapesPerNamespace bounds the distinct VM shapes one namespace adds
+	// to the shapes every agent scores (capacity.Shapes; the shapes
+	// controller must be given the same).
+	ShapesPerNamespace int
 	// TenantKinds are the namespaced kinds a namespace's AppProject lets
 	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
 	TenantKinds []metav1.GroupKind
@@ -58,6 +63,7 @@ func DefaultConfig() Config {
 		GracePeriod:           5 * time.Minute,
 		ImageNamespace:        diskimage.DefaultNamespace,
 		SharedImageNamespaces: validation.DefaultSharedImageNamespaces(),
+		ShapesPerNamespace:    capacity.DefaultShapesPerNamespace,
 		TenantKinds:           tenancy.DefaultKinds(),
 	}
 }
