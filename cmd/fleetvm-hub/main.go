@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/memlimit"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/validation"
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 )
 
@@ -58,6 +60,8 @@ func main() {
 	flag.Var(tenancy.KindsFlag(&c.TenantKinds), "tenant-kinds", "Namespaced kinds a namespace's FleetVirtualMachines may deliver, as group/Kind (Kind alone for the core group), comma-separated: their Argo CD AppProject allows these and nothing cluster-scoped.")
 	opts.DiskImages = fleetdiskimage.DefaultConfig()
 	flag.StringVar(&c.ImageNamespace, "image-namespace", c.ImageNamespace, "Namespace on the managed clusters where FleetDiskImages are imported (CDI DataVolume + DataSource).")
+	flag.Var(validation.NamespacesFlag(&c.SharedImageNamespaces), "shared-image-namespaces", "Namespaces on the managed clusters whose DataSources, PVCs and snapshots every team's inline VM may clone, comma-separated (empty: none); any other namespace but the team's own is refused. Never the image namespace.")
+	flag.IntVar(&c.ShapesPerNamespace, "shapes-per-namespace", c.ShapesPerNamespace, "Most distinct VM shapes (CPU, memory, networks) one namespace's FleetVirtualMachines add to the shapes every agent scores; a FleetVirtualMachine past it is placed nowhere new (reason ShapeLimitExceeded).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
 	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")
@@ -87,6 +91,9 @@ func main() {
 
 	// Everything after flags and logger fails one way: logged once, exit 1.
 	run := func() error {
+		if slices.Contains(c.SharedImageNamespaces, c.ImageNamespace) {
+			return fmt.Errorf("invalid settings: --shared-image-namespaces lists the image namespace %s, which holds every namespace's FleetDiskImages", c.ImageNamespace)
+		}
 		addonOpts.AgentImage = agentImage
 		if _, err := fleetaddon.ClusterManagementAddOn(addonOpts); err != nil && !disableAddon {
 			return fmt.Errorf("invalid addon settings: %w", err)
@@ -134,7 +141,8 @@ func main() {
 			return fmt.Errorf("register fleet metrics: %w", err)
 		}
 		if !disableWebhook {
-			if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace, ArgoNamespace: c.ArgoNamespace}); err != nil {
+			if err := fleetwebhook.SetupWithManager(mgr, fleetwebhook.Options{ImageNamespace: opts.FleetVM.ImageNamespace,
+				SharedImageNamespaces: opts.FleetVM.SharedImageNamespaces, ArgoNamespace: c.ArgoNamespace}); err != nil {
 				return fmt.Errorf("set up webhooks: %w", err)
 			}
 		}

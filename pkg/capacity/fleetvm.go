@@ -1,8 +1,12 @@
 package capacity
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
@@ -68,4 +72,73 @@ func ValidScoreValues(score *clusterv1alpha1.AddOnPlacementScore, now time.Time)
 		return nil
 	}
 	return ScoreValues(score)
+}
+
+// DefaultShapesPerNamespace is how many distinct VM shapes the
+// FleetVirtualMachines of one namespace may add, by default, to the shapes
+// every cluster's agent reads and scores (the fleetvm-shapes ConfigMaps).
+const DefaultShapesPerNamespace = 50
+
+// FleetShapes are the shapes the fleet asks the agents to score, and the
+// FleetVirtualMachines left out because their namespace would add more
+// than its share.
+type FleetShapes struct {
+	// Shapes are the shapes of every FleetVirtualMachine not over its
+	// namespace's limit (duplicates included: EncodeShapes removes them).
+	Shapes []Shape
+	// Over maps each FleetVirtualMachine whose shape is left out to the
+	// reason, for its status.
+	Over map[types.NamespacedName]string
+}
+
+// Shapes decides which shapes of fvms the agents score: in each
+// namespace, the FleetVirtualMachines in order of creation (then name)
+// add their shape until the namespace has limit distinct shapes
+// (DefaultShapesPerNamespace when limit < 1); a later one whose shape is
+// not among them is left out, one whose shape is keeps it. So the oldest
+// keep theirs, and a namespace cannot crowd out another's. The hub's
+// shapes controller writes what this returns for the whole fleet; the
+// FleetVirtualMachine controller asks it about one namespace, whose
+// answer depends only on that namespace's FleetVirtualMachines.
+func Shapes(fvms []fleetv1alpha1.FleetVirtualMachine, limit int) FleetShapes {
+	if limit < 1 {
+		limit = DefaultShapesPerNamespace
+	}
+	type entry struct {
+		fvm   *fleetv1alpha1.FleetVirtualMachine
+		shape Shape
+	}
+	var entries []entry
+	for i := range fvms {
+		if s, ok := ShapeOf(&fvms[i]); ok {
+			entries = append(entries, entry{&fvms[i], s})
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := strings.Compare(a.fvm.Namespace, b.fvm.Namespace); c != 0 {
+			return c
+		}
+		if c := a.fvm.CreationTimestamp.Compare(b.fvm.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.fvm.Name, b.fvm.Name)
+	})
+	out := FleetShapes{Over: map[types.NamespacedName]string{}}
+	var ns string
+	var names map[string]bool
+	for _, e := range entries {
+		if e.fvm.Namespace != ns || names == nil {
+			ns, names = e.fvm.Namespace, map[string]bool{}
+		}
+		name := e.shape.Name()
+		if !names[name] && len(names) >= limit {
+			out.Over[types.NamespacedName{Namespace: e.fvm.Namespace, Name: e.fvm.Name}] = fmt.Sprintf(
+				"namespace %s already asks for %d distinct VM shapes (CPU, memory and networks), the most one namespace may add to the shapes every cluster scores; this VM's shape %s would be one more, so no cluster is shown to fit it: give it the CPU, memory and networks of another FleetVirtualMachine of the namespace, or delete one of another shape",
+				ns, limit, name)
+			continue
+		}
+		names[name] = true
+		out.Shapes = append(out.Shapes, e.shape)
+	}
+	return out
 }

@@ -1,12 +1,19 @@
 package capacity
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
 
 // TestValidScoreValues: a score whose validUntil has come counts as no
@@ -52,5 +59,62 @@ func TestValidScoreValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fleetVM is a FleetVirtualMachine ns/name created at minute created,
+// with an inline VM of that many CPUs and 1Gi.
+func fleetVM(ns, name string, created, cpus int) fleetv1alpha1.FleetVirtualMachine {
+	raw := fmt.Sprintf(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"cpu":{"cores":%d},"memory":{"guest":"1Gi"},"devices":{}}}}}}`, cpus)
+	return fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, created, 0, 0, time.UTC))},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{Template: &runtime.RawExtension{Raw: []byte(raw)}},
+	}
+}
+
+// TestShapesPerNamespace: a namespace adds at most limit distinct shapes;
+// its oldest FleetVirtualMachines keep theirs, a later one of a shape the
+// namespace already has is not held back, and another namespace's count
+// is its own. The answer for one namespace does not depend on the others.
+func TestShapesPerNamespace(t *testing.T) {
+	fvms := []fleetv1alpha1.FleetVirtualMachine{
+		fleetVM("team-a", "newest", 9, 4), // a third shape, the newest: over
+		fleetVM("team-a", "first", 1, 1),
+		fleetVM("team-a", "second", 2, 2),
+		fleetVM("team-a", "same-as-first", 8, 1), // a shape team-a has
+		fleetVM("team-a", "also-9", 9, 3),        // created with "newest", sorts before it by name: over too
+		fleetVM("team-b", "b1", 1, 4),
+		fleetVM("team-b", "b2", 1, 5),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "git"}, // no shape: not counted
+			Spec: fleetv1alpha1.FleetVirtualMachineSpec{Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/x.git", Path: "x"}}},
+	}
+	got := Shapes(fvms, 2)
+	var over []string
+	for k, reason := range got.Over {
+		over = append(over, k.String())
+		if !strings.Contains(reason, "namespace team-a already asks for 2 distinct VM shapes") {
+			t.Errorf("%s: reason %q does not say the namespace's limit", k, reason)
+		}
+	}
+	slices.Sort(over)
+	if diff := cmp.Diff([]string{"team-a/also-9", "team-a/newest"}, over); diff != "" {
+		t.Errorf("held back (-want,+got):\n%s", diff)
+	}
+	var names []string
+	for _, s := range got.Shapes {
+		names = append(names, s.Name())
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if diff := cmp.Diff([]string{"fit-1000m-1024mi", "fit-2000m-1024mi", "fit-4000m-1024mi", "fit-5000m-1024mi"}, names); diff != "" {
+		t.Errorf("shapes (-want,+got):\n%s", diff)
+	}
+	alone := Shapes(fvms[:5], 2)
+	if len(alone.Over) != 2 || alone.Over[types.NamespacedName{Namespace: "team-a", Name: "newest"}] == "" {
+		t.Errorf("team-a alone: held back %v", alone.Over)
+	}
+	if def := Shapes(fvms, 0); len(def.Over) != 0 {
+		t.Errorf("with the default limit (%d) held back %v", DefaultShapesPerNamespace, def.Over)
 	}
 }

@@ -54,29 +54,64 @@ type Shape struct {
 
 // Name is the shape's score name: "fit-" + CPU in millicores + "m-" +
 // memory in MiB (rounded up) + "mi", e.g. "fit-4000m-16384mi", and with
-// networks "-net" + 8 hex digits of their hash. Stable, short, and a valid
-// CEL string.
+// networks "-net" + the 64 hex digits of the SHA-256 of their JSON list
+// (sorted, as Networks returns them), so that no team
+// can find a network list whose shape takes another team's name (a
+// score name has no length limit; this one stays under 120 characters).
+// Stable and a valid CEL string. The hub and the agent compute it each
+// from the shape: both run the same version (the addon deploys the hub's
+// agent image); an agent of a version that used 8 hex digits publishes
+// names no new Placement asks for, so VMs with networks wait for it to
+// be upgraded (a VM that runs stays: fit never removes one).
 func (s Shape) Name() string {
-	mib := (s.Memory.Value() + (1<<20 - 1)) >> 20
-	name := fmt.Sprintf("%s%dm-%dmi", fitPrefix, s.CPU.MilliValue(), mib)
+	name := fmt.Sprintf("%s%dm-%dmi", fitPrefix, s.CPU.MilliValue(), mebibytes(s.Memory))
 	if len(s.Networks) > 0 {
-		sum := sha256.Sum256([]byte(strings.Join(s.Networks, ",")))
-		name += "-net" + hex.EncodeToString(sum[:4])
+		// JSON, not the names joined by a separator: a name holding the
+		// separator would make two lists hash alike.
+		b, err := json.Marshal(s.Networks)
+		if err != nil {
+			panic(fmt.Sprintf("marshal a list of strings: %v", err)) // cannot fail
+		}
+		sum := sha256.Sum256(b)
+		name += "-net" + hex.EncodeToString(sum[:])
 	}
 	return name
 }
+
+// mebibytes is q in MiB, rounded up.
+func mebibytes(q resource.Quantity) int64 { return (q.Value() + (1<<20 - 1)) >> 20 }
+
+// Canonical is the shape as its name states it: CPU in whole millicores
+// and memory in whole MiB, both rounded up as Name rounds them, and the
+// networks sorted without duplicates. Two shapes with the same name have
+// the same canonical form (unless SHA-256 collides); the agent fits the
+// canonical shape, which asks for no less than any VM of that name.
+func (s Shape) Canonical() Shape {
+	nets := slices.Clone(s.Networks)
+	slices.Sort(nets)
+	return Shape{
+		CPU:      *resource.NewMilliQuantity(s.CPU.MilliValue(), resource.DecimalSI),
+		Memory:   *resource.NewQuantity(mebibytes(s.Memory)<<20, resource.BinarySI),
+		Networks: slices.Compact(nets),
+	}
+}
+
+// MaxShapeNetworks bounds the networks of one shape (a VM's Multus
+// networks with its required networks): every agent reads every shape.
+// spec.placement.requiredNetworks allows as many.
+const MaxShapeNetworks = 16
 
 // networkPrefix starts the score "how many nodes offer this network".
 const networkPrefix = "net-"
 
 // NetworkScoreName is the score of one network ("namespace/name"): "net-"
-// + 8 hex digits of its hash. The agent publishes, for every network a
-// shape needs, how many schedulable nodes offer it (0: no such
+// + the 64 hex digits of its SHA-256. The agent publishes, for every
+// network a shape needs, how many schedulable nodes offer it (0: no such
 // NetworkAttachmentDefinition, or no node has its resource), so the hub
 // can say which network keeps a VM off a cluster.
 func NetworkScoreName(network string) string {
 	sum := sha256.Sum256([]byte(network))
-	return networkPrefix + hex.EncodeToString(sum[:4])
+	return networkPrefix + hex.EncodeToString(sum[:])
 }
 
 // Networks qualifies the networks a VM in namespace attaches to ("name"
@@ -99,12 +134,25 @@ func Networks(namespace string, names ...string) []string {
 // IsFitScore tells whether a score name is a shape's fit count.
 func IsFitScore(name string) bool { return strings.HasPrefix(name, fitPrefix) }
 
-// EncodeShapes renders shapes for the fleetvm-shapes ConfigMap: sorted by
-// name, without duplicates, so equal sets encode equally.
+// EncodeShapes renders shapes for the fleetvm-shapes ConfigMap: each in
+// its canonical form, sorted by name, without duplicates, so equal sets
+// encode equally. Two different shapes with one name are an error, never
+// a silent replacement of one by the other: the agent would answer for
+// one shape under a name the other's Placements ask for.
 func EncodeShapes(shapes []Shape) (string, error) {
+	return encodeShapes(shapes, Shape.Name)
+}
+
+// encodeShapes is EncodeShapes with the naming given (tests use a weak one).
+func encodeShapes(shapes []Shape, nameOf func(Shape) string) (string, error) {
 	byName := map[string]Shape{}
 	for _, s := range shapes {
-		byName[s.Name()] = s
+		s = s.Canonical()
+		name := nameOf(s)
+		if have, ok := byName[name]; ok && !sameShape(have, s) {
+			return "", fmt.Errorf("encode VM shapes: two different shapes are named %s (networks %v and %v)", name, have.Networks, s.Networks)
+		}
+		byName[name] = s
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {
@@ -117,6 +165,11 @@ func EncodeShapes(shapes []Shape) (string, error) {
 	}
 	b, err := json.Marshal(out)
 	return string(b), err
+}
+
+// sameShape compares canonical shapes.
+func sameShape(a, b Shape) bool {
+	return a.CPU.Cmp(b.CPU) == 0 && a.Memory.Cmp(b.Memory) == 0 && slices.Equal(a.Networks, b.Networks)
 }
 
 // DecodeShapes parses the fleetvm-shapes ConfigMap value.

@@ -152,7 +152,7 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := images.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up FleetDiskImage controller: %w", err)
 	}
-	if err := (&shapes.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&shapes.Reconciler{Client: mgr.GetClient(), ShapesPerNamespace: opts.FleetVM.ShapesPerNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up VM shapes controller: %w", err)
 	}
 	return nil

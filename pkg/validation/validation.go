@@ -17,6 +17,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
@@ -26,6 +27,18 @@ type Options struct {
 	// clusters: a template may use them only through spec.diskImages
 	// (empty: not checked).
 	ImageNamespace string
+	// SharedImageNamespaces are namespaces on the clusters whose disks
+	// every team may clone, such as OpenShift Virtualization's golden
+	// images (DefaultSharedImageNamespaces). ImageNamespace is never one.
+	SharedImageNamespaces []string
+}
+
+// DefaultSharedImageNamespaces are the namespaces a template may clone
+// from besides its own when the hub is not told otherwise: OpenShift
+// Virtualization's golden images, whose DataSources OpenShift lets every
+// authenticated user clone.
+func DefaultSharedImageNamespaces() []string {
+	return []string{"openshift-virtualization-os-images"}
 }
 
 // HelmReleaseMax is the longest Helm release name: a git source with helm
@@ -34,8 +47,9 @@ const HelmReleaseMax = 53
 
 // FleetVirtualMachine checks fvm against every rule that needs no other
 // object: its template decodes strictly into a KubeVirt VirtualMachine
-// KubeVirt would accept, carries no status, clones from no other team's
-// images and lands in fvm's namespace; its cluster selector is valid; its
+// KubeVirt would accept, carries no status, names no object of another
+// namespace (no other team's disks or images), lands in fvm's namespace
+// and has a shape of at most capacity.MaxShapeNetworks networks; its cluster selector is valid; its
 // name fits a Helm release where it is one. Each error names the field
 // and the reason. The decoded VM is returned whenever it decoded.
 func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (*kubevirtv1.VirtualMachine, field.ErrorList) {
@@ -51,7 +65,8 @@ func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (
 			if json.Unmarshal(fvm.Spec.Template.Raw, &top) == nil && top["status"] != nil {
 				errs = append(errs, field.Forbidden(tmplPath.Child("status"), "status is reported by the clusters, not set in the template"))
 			}
-			errs = append(errs, imageReferences(vm, tmplPath, opts.ImageNamespace)...)
+			errs = append(errs, namespaceReferences(vm, tmplPath, fvm.Namespace, opts)...)
+			errs = append(errs, shapeNetworks(fvm, vm, tmplPath)...)
 			if vm.Namespace != "" && vm.Namespace != fvm.Namespace {
 				errs = append(errs, field.Forbidden(tmplPath.Child("metadata", "namespace"), fmt.Sprintf(
 					"a FleetVirtualMachine delivers its VM only into its own namespace (%s): leave metadata.namespace out, or set it to %s",
@@ -71,27 +86,105 @@ func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (
 	return vm, errs
 }
 
-// imageReferences refuses dataVolumeTemplates that clone straight from
-// FleetVM's image namespace on the clusters: every tenant's images are
-// imported there, so a template naming one would boot from another team's
-// image. A FleetDiskImage is used by listing it in spec.diskImages and
-// naming it, without a namespace, in a sourceRef.
-func imageReferences(vm *kubevirtv1.VirtualMachine, path *field.Path, imageNamespace string) field.ErrorList {
-	if imageNamespace == "" {
-		return nil
+// namespaceReferences refuses every reference of the VM to an object in
+// another namespace of the clusters. KubeVirt and CDI resolve these in the
+// namespace named, and authorize a clone as the user who created the VM:
+// on a cluster that is Argo CD's account, which may read everything, so a
+// template naming team-b's PVC would boot a copy of team-b's disk. What
+// may be named:
+//
+//   - no namespace, or the FleetVirtualMachine's own (where its VM lands);
+//   - opts.SharedImageNamespaces, which the operator shares with everyone;
+//   - never the image namespace: every namespace's FleetDiskImages are
+//     imported there. A FleetDiskImage is used by listing it in
+//     spec.diskImages and naming it, without a namespace, in a sourceRef;
+//     the hub points that sourceRef at the image namespace when it
+//     delivers the VM (it is not part of what is checked here).
+//
+// The references checked are all a VirtualMachine holds: in each
+// dataVolumeTemplate the clone sources (source.pvc, source.snapshot,
+// sourceRef), the populator references (pvc.dataSourceRef,
+// storage.dataSourceRef) and the DataVolume's own namespace. KubeVirt's
+// volumes (persistentVolumeClaim, dataVolume, secrets, config maps)
+// name objects of the VM's namespace only, and instancetype/preference
+// name a kind in the VM's namespace or a cluster-wide one: neither has a
+// namespace field. Left alone on purpose: Multus networks
+// ("namespace/name", NetworkAttachmentDefinitions are shared
+// infrastructure that the examples attach to, and attaching needs no
+// read of another team's data) and pod affinity namespaces (a scheduling
+// hint any pod may give).
+func namespaceReferences(vm *kubevirtv1.VirtualMachine, path *field.Path, namespace string, opts Options) field.ErrorList {
+	shared := map[string]bool{}
+	for _, ns := range opts.SharedImageNamespaces {
+		shared[ns] = ns != opts.ImageNamespace
 	}
 	var errs field.ErrorList
-	msg := fmt.Sprintf("%s holds every namespace's FleetDiskImages on the clusters: name a FleetDiskImage of spec.diskImages without a namespace instead", imageNamespace)
-	for i, dv := range vm.Spec.DataVolumeTemplates {
-		p := path.Child("spec", "dataVolumeTemplates").Index(i).Child("spec")
-		if ref := dv.Spec.SourceRef; ref != nil && ref.Namespace != nil && *ref.Namespace == imageNamespace {
-			errs = append(errs, field.Forbidden(p.Child("sourceRef", "namespace"), msg))
+	check := func(p *field.Path, ns string, what string) {
+		switch {
+		case ns == "":
+		case opts.ImageNamespace != "" && ns == opts.ImageNamespace:
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"%s holds every namespace's FleetDiskImages on the clusters: name a FleetDiskImage of spec.diskImages without a namespace instead", ns)))
+		case ns == namespace || shared[ns]:
+		default:
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"a FleetVirtualMachine in namespace %s may %s only from its own namespace: leave the namespace out (or set it to %s), or use a FleetDiskImage of spec.diskImages%s; %s is another namespace",
+				namespace, what, namespace, sharedNote(opts), ns)))
 		}
-		if src := dv.Spec.Source; src != nil && src.PVC != nil && src.PVC.Namespace == imageNamespace {
-			errs = append(errs, field.Forbidden(p.Child("source", "pvc", "namespace"), msg))
+	}
+	for i, dv := range vm.Spec.DataVolumeTemplates {
+		p := path.Child("spec", "dataVolumeTemplates").Index(i)
+		if dv.Namespace != "" && dv.Namespace != namespace {
+			errs = append(errs, field.Forbidden(p.Child("metadata", "namespace"), fmt.Sprintf(
+				"the DataVolume is created in the VM's namespace (%s): leave metadata.namespace out", namespace)))
+		}
+		sp := p.Child("spec")
+		if src := dv.Spec.Source; src != nil {
+			if src.PVC != nil {
+				check(sp.Child("source", "pvc", "namespace"), src.PVC.Namespace, "clone")
+			}
+			if src.Snapshot != nil {
+				check(sp.Child("source", "snapshot", "namespace"), src.Snapshot.Namespace, "clone")
+			}
+		}
+		if ref := dv.Spec.SourceRef; ref != nil && ref.Namespace != nil {
+			check(sp.Child("sourceRef", "namespace"), *ref.Namespace, "clone")
+		}
+		if pvc := dv.Spec.PVC; pvc != nil && pvc.DataSourceRef != nil && pvc.DataSourceRef.Namespace != nil {
+			check(sp.Child("pvc", "dataSourceRef", "namespace"), *pvc.DataSourceRef.Namespace, "populate a volume")
+		}
+		if st := dv.Spec.Storage; st != nil && st.DataSourceRef != nil && st.DataSourceRef.Namespace != nil {
+			check(sp.Child("storage", "dataSourceRef", "namespace"), *st.DataSourceRef.Namespace, "populate a volume")
 		}
 	}
 	return errs
+}
+
+// sharedNote names the shared image namespaces in a refusal, if any.
+func sharedNote(opts Options) string {
+	var names []string
+	for _, ns := range opts.SharedImageNamespaces {
+		if ns != opts.ImageNamespace {
+			names = append(names, ns)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return ", or a namespace the hub shares with every team (" + strings.Join(names, ", ") + ")"
+}
+
+// shapeNetworks bounds the networks of the VM's shape (its Multus
+// networks and spec.placement.requiredNetworks): every agent reads every
+// shape (capacity.MaxShapeNetworks).
+func shapeNetworks(fvm *fleetv1alpha1.FleetVirtualMachine, vm *kubevirtv1.VirtualMachine, path *field.Path) field.ErrorList {
+	nets := capacity.Networks(fvm.Namespace, append(vmtemplate.Networks(vm), fvm.Spec.Placement.RequiredNetworks...)...)
+	if len(nets) <= capacity.MaxShapeNetworks {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path.Child("spec", "template", "spec", "networks"), len(nets), fmt.Sprintf(
+		"the VM attaches to %d Multus networks (with spec.placement.requiredNetworks); at most %d: every cluster's agent reads every VM shape of the fleet",
+		len(nets), capacity.MaxShapeNetworks))}
 }
 
 // Update checks what an update of old into fvm may not change: the VM's

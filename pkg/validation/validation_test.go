@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 const imageNS = "fleetvm-images"
@@ -76,6 +78,50 @@ func TestFleetVirtualMachine(t *testing.T) {
 				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[1].spec.source.pvc.namespace",
 			},
 		},
+		"clone sources in another namespace": {
+			fvm: fvm("db", "", dvTemplates(
+				`{"metadata":{"name":"a"},"spec":{"source":{"pvc":{"namespace":"team-b","name":"secret-db-disk"}},"storage":{}}}`,
+				`{"metadata":{"name":"b"},"spec":{"source":{"snapshot":{"namespace":"team-b","name":"nightly"}},"storage":{}}}`,
+				`{"metadata":{"name":"c"},"spec":{"sourceRef":{"kind":"DataSource","namespace":"team-b","name":"golden"},"storage":{}}}`,
+				`{"metadata":{"name":"d"},"spec":{"pvc":{"dataSourceRef":{"kind":"PersistentVolumeClaim","namespace":"team-b","name":"secret-db-disk"}}}}`,
+				`{"metadata":{"name":"e"},"spec":{"storage":{"dataSourceRef":{"apiGroup":"snapshot.storage.k8s.io","kind":"VolumeSnapshot","namespace":"kube-system","name":"etcd"}}}}`,
+				`{"metadata":{"name":"f","namespace":"team-b"},"spec":{"source":{"blank":{}},"storage":{}}}`,
+			)),
+			want: []string{
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[0].spec.source.pvc.namespace",
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[1].spec.source.snapshot.namespace",
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[2].spec.sourceRef.namespace",
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[3].spec.pvc.dataSourceRef.namespace",
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[4].spec.storage.dataSourceRef.namespace",
+				"FieldValueForbidden spec.template.spec.dataVolumeTemplates[5].metadata.namespace",
+			},
+		},
+		"clone sources in the own namespace, without one, or in a shared image namespace": {
+			fvm: fvm("db", "", dvTemplates(
+				`{"metadata":{"name":"a"},"spec":{"source":{"pvc":{"namespace":"team-a","name":"disk"}},"storage":{}}}`,
+				`{"metadata":{"name":"b"},"spec":{"source":{"snapshot":{"namespace":"","name":"nightly"}},"storage":{}}}`,
+				`{"metadata":{"name":"c"},"spec":{"sourceRef":{"kind":"DataSource","name":"rhel9"},"storage":{}}}`,
+				`{"metadata":{"name":"d"},"spec":{"sourceRef":{"kind":"DataSource","namespace":"os-images","name":"rhel9"},"storage":{}}}`,
+				`{"metadata":{"name":"e","namespace":"team-a"},"spec":{"storage":{"dataSourceRef":{"kind":"PersistentVolumeClaim","namespace":"team-a","name":"disk"}}}}`,
+				`{"metadata":{"name":"f"},"spec":{"source":{"http":{"url":"https://images.example/x.qcow2"}},"storage":{}}}`,
+			)),
+		},
+		"Multus networks of another namespace are shared infrastructure": {
+			fvm: fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},
+				"networks":[{"name":"vlan","multus":{"networkName":"default/vlan2003"}}]}}}`),
+		},
+		"too many networks for one shape": {
+			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+				var nets []string
+				for i := range capacity.MaxShapeNetworks {
+					nets = append(nets, fmt.Sprintf(`{"name":"n%d","multus":{"networkName":"default/vlan%d"}}`, i, i))
+				}
+				f := fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},"networks":[`+strings.Join(nets, ",")+`]}}}`)
+				f.Spec.Placement.RequiredNetworks = []string{"default/vlan0", "default/one-more"} // one new, one already there
+				return f
+			}(),
+			want: []string{"FieldValueInvalid spec.template.spec.template.spec.networks"},
+		},
 		"invalid cluster selector": {
 			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
 				f := fvm("db", "", "")
@@ -101,7 +147,7 @@ func TestFleetVirtualMachine(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, errs := FleetVirtualMachine(tc.fvm, Options{ImageNamespace: imageNS})
+			_, errs := FleetVirtualMachine(tc.fvm, Options{ImageNamespace: imageNS, SharedImageNamespaces: []string{"os-images", imageNS}})
 			if diff := cmp.Diff(tc.want, fieldsOf(errs)); diff != "" {
 				t.Errorf("errors (-want,+got):\n%s\n%v", diff, errs)
 			}
@@ -111,6 +157,36 @@ func TestFleetVirtualMachine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// dvTemplates is a VM spec with these dataVolumeTemplates.
+func dvTemplates(templates ...string) string {
+	return `{"dataVolumeTemplates":[` + strings.Join(templates, ",") + `],"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}}}}}`
+}
+
+// TestNamespaceReferenceMessage: the refusal names the namespace the
+// FleetVirtualMachine is in, what it may clone from instead, and the
+// namespace it named; a FleetVirtualMachine in the image namespace still
+// may not clone from it, and the image namespace is never shared.
+func TestNamespaceReferenceMessage(t *testing.T) {
+	f := fvm("db", "", dvTemplates(`{"metadata":{"name":"a"},"spec":{"source":{"pvc":{"namespace":"team-b","name":"secret-db-disk"}},"storage":{}}}`))
+	_, errs := FleetVirtualMachine(f, Options{ImageNamespace: imageNS, SharedImageNamespaces: []string{"os-images"}})
+	want := "spec.template.spec.dataVolumeTemplates[0].spec.source.pvc.namespace: Forbidden: a FleetVirtualMachine in namespace team-a may clone only from its own namespace: " +
+		"leave the namespace out (or set it to team-a), or use a FleetDiskImage of spec.diskImages, or a namespace the hub shares with every team (os-images); team-b is another namespace"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("errors:\n got %v\nwant %s", errs, want)
+	}
+	_, errs = FleetVirtualMachine(f, Options{ImageNamespace: imageNS})
+	if len(errs) != 1 || strings.Contains(errs[0].Error(), "shares") {
+		t.Errorf("without shared namespaces the refusal names none: %v", errs)
+	}
+
+	inImages := fvm("db", "", dvTemplates(`{"metadata":{"name":"a"},"spec":{"sourceRef":{"kind":"DataSource","namespace":"fleetvm-images","name":"team-b.golden"},"storage":{}}}`))
+	inImages.Namespace = imageNS
+	_, errs = FleetVirtualMachine(inImages, Options{ImageNamespace: imageNS, SharedImageNamespaces: []string{imageNS}})
+	if diff := cmp.Diff([]string{"FieldValueForbidden spec.template.spec.dataVolumeTemplates[0].spec.sourceRef.namespace"}, fieldsOf(errs)); diff != "" {
+		t.Errorf("a FleetVirtualMachine in the image namespace (-want,+got):\n%s", diff)
 	}
 }
 

@@ -71,6 +71,9 @@ type FleetVirtualMachineValidator struct {
 	// ImageNamespace is where FleetDiskImages are imported on the
 	// clusters: a template may use them only through spec.diskImages.
 	ImageNamespace string
+	// SharedImageNamespaces are the namespaces on the clusters whose
+	// disks every team's templates may clone.
+	SharedImageNamespaces []string
 }
 
 var _ admission.CustomValidator = &FleetVirtualMachineValidator{}
@@ -255,7 +258,7 @@ func (v *FleetVirtualMachineValidator) validate(oldObj, obj runtime.Object) (adm
 		// finalizer); the spec may not.
 		return nil, invalid(fvm, validation.DuringDeletion(old, fvm))
 	}
-	vm, errs := validation.FleetVirtualMachine(fvm, validation.Options{ImageNamespace: v.ImageNamespace})
+	vm, errs := validation.FleetVirtualMachine(fvm, validation.Options{ImageNamespace: v.ImageNamespace, SharedImageNamespaces: v.SharedImageNamespaces})
 	var warnings admission.Warnings
 	if vm != nil {
 		warnings = templateWarnings(vm)

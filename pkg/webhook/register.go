@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/pkg/validation"
 )
 
 // Options configure the webhooks.
@@ -14,6 +15,10 @@ type Options struct {
 	// ImageNamespace is the namespace on the clusters where disk images
 	// are imported (diskimage.DefaultNamespace when empty).
 	ImageNamespace string
+	// SharedImageNamespaces are the namespaces on the clusters whose
+	// disks every team's templates may clone
+	// (validation.DefaultSharedImageNamespaces when nil).
+	SharedImageNamespaces []string
 	// ArgoNamespace is Argo CD's namespace, where AppProjects are
 	// ("argocd" when empty).
 	ArgoNamespace string
@@ -37,13 +42,20 @@ func (o Options) imageNamespace() string {
 	return o.ImageNamespace
 }
 
+func (o Options) sharedImageNamespaces() []string {
+	if o.SharedImageNamespaces == nil {
+		return validation.DefaultSharedImageNamespaces()
+	}
+	return o.SharedImageNamespaces
+}
+
 // SetupWithManager registers every FleetVM webhook with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.LiveReader == nil {
 		opts.LiveReader = mgr.GetAPIReader()
 	}
 	if err := (&FleetVirtualMachineValidator{Reader: mgr.GetClient(), LiveReader: opts.LiveReader,
-		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).SetupWithManager(mgr); err != nil {
+		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace(), SharedImageNamespaces: opts.sharedImageNamespaces()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
@@ -55,7 +67,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // vmclaim.SetupIndex).
 func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
 	(&FleetVirtualMachineValidator{Reader: reader, LiveReader: opts.LiveReader,
-		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace()}).Register(server, scheme)
+		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace(), SharedImageNamespaces: opts.sharedImageNamespaces()}).Register(server, scheme)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

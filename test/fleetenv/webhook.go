@@ -95,6 +95,20 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 // failurePolicy decides what the API server does then). restore points
 // them back.
 func (f *Fleet) WebhooksDown(ctx context.Context) (restore func(context.Context) error, err error) {
+	return f.webhooksUnreachable(ctx, false)
+}
+
+// WebhooksOff makes the hub admit FleetVM's objects without its webhooks,
+// as when an operator set them to failurePolicy Ignore and fleetvm-hub's
+// webhook server is down: every one is pointed at a closed port and set to
+// Ignore. What the webhooks would refuse is then stored, and only the
+// controllers stand between it and the clusters. The API server takes the
+// change up a moment later: wait for its effect. restore puts them back.
+func (f *Fleet) WebhooksOff(ctx context.Context) (restore func(context.Context) error, err error) {
+	return f.webhooksUnreachable(ctx, true)
+}
+
+func (f *Fleet) webhooksUnreachable(ctx context.Context, ignore bool) (restore func(context.Context) error, err error) {
 	var list admissionregistrationv1.ValidatingWebhookConfigurationList
 	if err := f.Hub.Client.List(ctx, &list); err != nil {
 		return nil, err
@@ -115,6 +129,9 @@ func (f *Fleet) WebhooksDown(ctx context.Context) (restore func(context.Context)
 			}
 			u.Host = "127.0.0.1:1" // nothing listens there
 			cc.URL = ptr.To(u.String())
+			if ignore {
+				cfg.Webhooks[j].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+			}
 			changed = true
 		}
 		if !changed {

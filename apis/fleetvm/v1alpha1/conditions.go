@@ -68,6 +68,10 @@ const (
 	// rule existed, restored from a backup). Nothing new is placed or
 	// delivered; the VMs already running stay.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonShapeLimitExceeded: the VM's shape would be one more than
+	// its namespace may add to the shapes every cluster's agent scores.
+	// Nothing new is placed or delivered; the VMs already running stay.
+	ReasonShapeLimitExceeded = "ShapeLimitExceeded"
 	// ReasonDeleting: the FleetVirtualMachine is being deleted.
 	ReasonDeleting        = "Deleting"
 	ReasonWaitingForImage = "WaitingForImage"

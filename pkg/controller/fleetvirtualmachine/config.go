@@ -5,8 +5,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/validation"
 )
 
 // Config holds the hub settings the controller works with.
@@ -26,6 +28,13 @@ type Config struct {
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.
 	ImageNamespace string
+	// SharedImageNamespaces are the namespaces on the clusters whose disks
+	// every team's templates may clone (validation.Options).
+	SharedImageNamespaces []string
+	// ShapesPerNamespace bounds the distinct VM shapes one namespace adds
+	// to the shapes every agent scores (capacity.Shapes; the shapes
+	// controller must be given the same).
+	ShapesPerNamespace int
 	// TenantKinds are the namespaced kinds a namespace's AppProject lets
 	// its FleetVirtualMachines deliver (tenancy.DefaultKinds by default).
 	TenantKinds []metav1.GroupKind
@@ -51,8 +60,10 @@ func DefaultConfig() Config {
 			Path:           "deploy/charts/fleetvm-vm",
 			TargetRevision: "main",
 		},
-		GracePeriod:    5 * time.Minute,
-		ImageNamespace: diskimage.DefaultNamespace,
-		TenantKinds:    tenancy.DefaultKinds(),
+		GracePeriod:           5 * time.Minute,
+		ImageNamespace:        diskimage.DefaultNamespace,
+		SharedImageNamespaces: validation.DefaultSharedImageNamespaces(),
+		ShapesPerNamespace:    capacity.DefaultShapesPerNamespace,
+		TenantKinds:           tenancy.DefaultKinds(),
 	}
 }

@@ -133,6 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if invalid, err := r.reconcileInvalid(ctx, fvm); invalid || err != nil {
 		return ctrl.Result{}, err // validate.go: nothing new is placed or delivered, no VM removed
 	}
+	if over, err := r.reconcileShapeLimit(ctx, fvm); over || err != nil {
+		return ctrl.Result{}, err // likewise
+	}
 	s := r.newScope(fvm)
 	// One FleetVirtualMachine per VM.
 	if winner, err := r.claimWinner(ctx, fvm); err != nil {
@@ -485,6 +488,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("fleetvirtualmachine").
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).
+		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
 		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
 		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).

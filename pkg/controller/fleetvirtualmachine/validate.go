@@ -2,12 +2,18 @@ package fleetvirtualmachine
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/validation"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -19,7 +25,7 @@ import (
 // and no VM is removed because of it; Ready and Placed say why, with the
 // field errors.
 func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
-	_, errs := validation.FleetVirtualMachine(fvm, validation.Options{ImageNamespace: r.Config.ImageNamespace})
+	_, errs := validation.FleetVirtualMachine(fvm, r.validationOptions())
 	if len(errs) == 0 {
 		return false, nil
 	}
@@ -36,16 +42,86 @@ func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.Fl
 	return true, nil
 }
 
+// validationOptions are the hub settings the rules depend on.
+func (r *Reconciler) validationOptions() validation.Options {
+	return validation.Options{ImageNamespace: r.Config.ImageNamespace, SharedImageNamespaces: r.Config.SharedImageNamespaces}
+}
+
+// reconcileShapeLimit reports whether fvm's VM shape is one its namespace
+// may not add to the shapes every cluster's agent scores
+// (capacity.Shapes, which the shapes controller follows too: the shape is
+// not in the fleetvm-shapes ConfigMaps, so no cluster would be shown to
+// fit it). If so, the reconcile ends here as for an invalid spec: nothing
+// new is placed or delivered, no VM is removed, and Ready and Placed say
+// why. A FleetVirtualMachine of the namespace deleted or reshaped wakes
+// the others (fleetVMsOverShapeLimit).
+func (r *Reconciler) reconcileShapeLimit(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
+	if _, ok := capacity.ShapeOf(fvm); !ok {
+		return false, nil
+	}
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(fvm.Namespace)); err != nil {
+		return true, fmt.Errorf("list FleetVirtualMachines in %s: %w", fvm.Namespace, err)
+	}
+	// The object as read now, not the cache's possibly older copy.
+	for i := range list.Items {
+		if list.Items[i].Name == fvm.Name {
+			list.Items[i] = *fvm
+		}
+	}
+	reason, over := capacity.Shapes(list.Items, r.Config.ShapesPerNamespace).Over[client.ObjectKeyFromObject(fvm)]
+	if !over {
+		return false, nil
+	}
+	before := fvm.DeepCopy()
+	refusedStatus(&fvm.Status, fvm.Generation, fleetv1alpha1.ReasonShapeLimitExceeded,
+		"nothing new is placed or delivered, the VMs already running stay: "+reason, metav1.NewTime(r.Clock.Now()))
+	err := r.patchStatusIfChanged(ctx, before, fvm)
+	switch {
+	case write.Stale(err):
+		return true, nil
+	case err != nil:
+		return true, err
+	}
+	r.recordTransitions(before, fvm)
+	return true, nil
+}
+
+// fleetVMsOverShapeLimit maps a FleetVirtualMachine to those of its
+// namespace held back by the shape limit: its deletion or new shape may
+// make room for them.
+func (r *Reconciler) fleetVMsOverShapeLimit(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list fleetv1alpha1.FleetVirtualMachineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "list FleetVirtualMachines over the shape limit", "object", klog.KObj(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		c := meta.FindStatusCondition(list.Items[i].Status.Conditions, fleetv1alpha1.ConditionPlaced)
+		if c != nil && c.Reason == fleetv1alpha1.ReasonShapeLimitExceeded && list.Items[i].Name != obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
 // invalidStatus sets Ready and Placed False with reason InvalidSpec and
 // a bounded message naming the fields and why; the rest of the status
 // (where the VMs run, as last seen) is kept.
 func invalidStatus(status *fleetv1alpha1.FleetVirtualMachineStatus, generation int64, errs field.ErrorList, now metav1.Time) {
-	msg := "the spec breaks a rule admission checks; nothing new is placed or delivered, the VMs already running stay, until it is fixed: " +
-		validation.Summary(errs)
+	refusedStatus(status, generation, fleetv1alpha1.ReasonInvalidSpec,
+		"the spec breaks a rule admission checks; nothing new is placed or delivered, the VMs already running stay, until it is fixed: "+
+			validation.Summary(errs), now)
+}
+
+// refusedStatus sets Ready and Placed False with reason and msg; the rest
+// of the status (where the VMs run, as last seen) is kept.
+func refusedStatus(status *fleetv1alpha1.FleetVirtualMachineStatus, generation int64, reason, msg string, now metav1.Time) {
 	status.ObservedGeneration = generation
 	for _, t := range []string{fleetv1alpha1.ConditionReady, fleetv1alpha1.ConditionPlaced} {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-			Type: t, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonInvalidSpec, Message: msg,
+			Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
 			ObservedGeneration: generation, LastTransitionTime: now,
 		})
 	}

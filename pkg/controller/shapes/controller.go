@@ -32,6 +32,10 @@ var fleetKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "fle
 // Reconciler writes the fleetvm-shapes ConfigMaps.
 type Reconciler struct {
 	Client client.Client
+	// ShapesPerNamespace bounds the distinct shapes one namespace adds
+	// (capacity.DefaultShapesPerNamespace when 0); the FleetVirtualMachine
+	// controller must be given the same.
+	ShapesPerNamespace int
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
@@ -44,14 +48,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err := r.Client.List(ctx, &fvms); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list FleetVirtualMachines: %w", err)
 	}
-	var shapes []capacity.Shape
-	for i := range fvms.Items {
-		if s, ok := capacity.ShapeOf(&fvms.Items[i]); ok {
-			shapes = append(shapes, s)
-		}
-	}
-	data, err := capacity.EncodeShapes(shapes)
+	// A FleetVirtualMachine over its namespace's limit says so in its
+	// status (the FleetVirtualMachine controller); its shape is not here.
+	data, err := capacity.EncodeShapes(capacity.Shapes(fvms.Items, r.ShapesPerNamespace).Shapes)
 	if err != nil {
+		// The ConfigMaps keep their last content: no shape replaces another.
 		return ctrl.Result{}, err
 	}
 	var clusters clusterv1.ManagedClusterList
