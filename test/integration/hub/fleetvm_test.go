@@ -194,9 +194,31 @@ func TestApplicationsRenderedByArgoCD(t *testing.T) {
 		var work workv1.ManifestWork
 		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: "fleetvm-namespace-render"}, &work); err != nil {
 			t.Errorf("%s: no ManifestWork creating namespace render: %v", cluster, err)
-		} else if len(work.Spec.Workload.Manifests) != 1 || !strings.Contains(string(work.Spec.Workload.Manifests[0].Raw), `"name":"render"`) ||
-			work.Spec.DeleteOption == nil || work.Spec.DeleteOption.PropagationPolicy != workv1.DeletePropagationPolicyTypeOrphan {
-			t.Errorf("%s: namespace ManifestWork %+v", cluster, work.Spec)
+		} else {
+			// The namespace first, then the team's ServiceAccount, Role and
+			// RoleBinding Argo CD syncs as; removing the work leaves the
+			// namespace (the VMs live there) and removes the rest.
+			var kinds []string
+			for _, m := range work.Spec.Workload.Manifests {
+				var obj struct {
+					Kind     string `json:"kind"`
+					Metadata struct {
+						Name, Namespace string
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(m.Raw, &obj); err != nil {
+					t.Fatal(err)
+				}
+				kinds = append(kinds, obj.Kind+" "+obj.Metadata.Namespace+"/"+obj.Metadata.Name)
+			}
+			wantKinds := []string{"Namespace /render", "ServiceAccount render/fleetvm-tenant", "Role render/fleetvm-tenant", "RoleBinding render/fleetvm-tenant"}
+			if !slices.Equal(kinds, wantKinds) {
+				t.Errorf("%s: namespace ManifestWork holds %v, want %v", cluster, kinds, wantKinds)
+			}
+			if d := work.Spec.DeleteOption; d == nil || d.PropagationPolicy != workv1.DeletePropagationPolicyTypeSelectivelyOrphan ||
+				d.SelectivelyOrphan == nil || !slices.Contains(d.SelectivelyOrphan.OrphaningRules, workv1.OrphaningRule{Resource: "namespaces", Name: "render"}) {
+				t.Errorf("%s: namespace ManifestWork delete option %+v: removing it must leave namespace render", cluster, d)
+			}
 		}
 		if slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
 			t.Errorf("%s Application carries the resources finalizer from the template: deleting it by accident would delete the VM", cluster)
