@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -101,6 +102,12 @@ type FleetShapes struct {
 // FleetVirtualMachine controller asks it about one namespace, whose
 // answer depends only on that namespace's FleetVirtualMachines.
 func Shapes(fvms []fleetv1alpha1.FleetVirtualMachine, limit int) FleetShapes {
+	return ShapesOf(fvms, limit, ShapeOf)
+}
+
+// ShapesOf is Shapes with the shape of each FleetVirtualMachine from of
+// (a ShapeCache's Of, which decodes each template once per generation).
+func ShapesOf(fvms []fleetv1alpha1.FleetVirtualMachine, limit int, of func(*fleetv1alpha1.FleetVirtualMachine) (Shape, bool)) FleetShapes {
 	if limit < 1 {
 		limit = DefaultShapesPerNamespace
 	}
@@ -110,7 +117,7 @@ func Shapes(fvms []fleetv1alpha1.FleetVirtualMachine, limit int) FleetShapes {
 	}
 	var entries []entry
 	for i := range fvms {
-		if s, ok := ShapeOf(&fvms[i]); ok {
+		if s, ok := of(&fvms[i]); ok {
 			entries = append(entries, entry{&fvms[i], s})
 		}
 	}
@@ -141,4 +148,49 @@ func Shapes(fvms []fleetv1alpha1.FleetVirtualMachine, limit int) FleetShapes {
 		out.Shapes = append(out.Shapes, e.shape)
 	}
 	return out
+}
+
+// ShapeCache remembers the shape of each FleetVirtualMachine for its
+// generation (a spec change makes a new one; deletion, none), so a
+// question about a whole namespace decodes each VM template once, not on
+// every reconcile of every FleetVirtualMachine in it. Safe for concurrent
+// use.
+type ShapeCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]cachedShape
+}
+
+type cachedShape struct {
+	uid        types.UID
+	generation int64
+	deleting   bool
+	shape      Shape
+	ok         bool
+}
+
+// Of returns ShapeOf(fvm), from the cache when fvm's generation was seen.
+func (c *ShapeCache) Of(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
+	key := types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}
+	deleting := fvm.DeletionTimestamp != nil
+	c.mu.Lock()
+	e, hit := c.entries[key]
+	c.mu.Unlock()
+	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting {
+		return e.shape, e.ok
+	}
+	shape, ok := ShapeOf(fvm)
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[types.NamespacedName]cachedShape{}
+	}
+	c.entries[key] = cachedShape{uid: fvm.UID, generation: fvm.Generation, deleting: deleting, shape: shape, ok: ok}
+	c.mu.Unlock()
+	return shape, ok
+}
+
+// Forget drops what the cache holds for a FleetVirtualMachine that is gone.
+func (c *ShapeCache) Forget(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.entries, key)
+	c.mu.Unlock()
 }

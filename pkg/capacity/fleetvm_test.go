@@ -118,3 +118,48 @@ func TestShapesPerNamespace(t *testing.T) {
 		t.Errorf("with the default limit (%d) held back %v", DefaultShapesPerNamespace, def.Over)
 	}
 }
+
+// TestShapeCache: the cache answers as ShapeOf does, and asks again for a
+// new generation, a new object under the same name, a deletion, and after
+// Forget; a namespace's answer through it is Shapes' answer.
+func TestShapeCache(t *testing.T) {
+	var c ShapeCache
+	fvm := fleetVM("team-a", "web", 1, 2)
+	fvm.UID, fvm.Generation = "u1", 1
+	check := func(what string, f fleetv1alpha1.FleetVirtualMachine) {
+		t.Helper()
+		want, wantOK := ShapeOf(&f)
+		got, ok := c.Of(&f)
+		if ok != wantOK || got.Name() != want.Name() {
+			t.Errorf("%s: cache says %s (%t), ShapeOf %s (%t)", what, got.Name(), ok, want.Name(), wantOK)
+		}
+	}
+	check("first", fvm)
+	check("again", fvm)
+
+	// A new generation with another CPU count: a new shape, not the cached one.
+	next := fleetVM("team-a", "web", 1, 6)
+	next.UID, next.Generation = "u1", 2
+	check("new generation", next)
+	// The same name, recreated: another object.
+	other := fleetVM("team-a", "web", 1, 3)
+	other.UID, other.Generation = "u2", 1
+	check("recreated", other)
+	// Being deleted: no shape.
+	deleting := other
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	check("deleting", deleting)
+	if _, ok := c.Of(&deleting); ok {
+		t.Error("a FleetVirtualMachine being deleted has a shape")
+	}
+	c.Forget(types.NamespacedName{Namespace: "team-a", Name: "web"})
+	if len(c.entries) != 0 {
+		t.Errorf("Forget left %d entries", len(c.entries))
+	}
+
+	fvms := []fleetv1alpha1.FleetVirtualMachine{fleetVM("team-a", "a", 1, 1), fleetVM("team-a", "b", 2, 2), fleetVM("team-a", "c", 3, 3)}
+	if diff := cmp.Diff(Shapes(fvms, 2), ShapesOf(fvms, 2, c.Of)); diff != "" {
+		t.Errorf("through the cache (-Shapes,+ShapesOf):\n%s", diff)
+	}
+}

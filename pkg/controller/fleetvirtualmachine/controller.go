@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
@@ -73,6 +74,8 @@ type Reconciler struct {
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
+	// shapes holds each FleetVirtualMachine's VM shape per generation.
+	shapes capacity.ShapeCache
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch
@@ -489,7 +492,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(shapeMayFreeUp())).
 		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
 		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
 		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).

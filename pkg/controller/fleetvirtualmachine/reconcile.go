@@ -75,6 +75,7 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 	r.observeImages(key, nil)
 	r.alarms.set(key, 0)
 	r.expect.Forget(key)
+	r.shapes.Forget(key)
 	return r.sweepReleased(ctx, key.Namespace)
 }
 

@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -56,12 +58,17 @@ func (r *Reconciler) validationOptions() validation.Options {
 // why. A FleetVirtualMachine of the namespace deleted or reshaped wakes
 // the others (fleetVMsOverShapeLimit).
 func (r *Reconciler) reconcileShapeLimit(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
-	if _, ok := capacity.ShapeOf(fvm); !ok {
+	if _, ok := r.shapes.Of(fvm); !ok {
 		return false, nil
 	}
+	// Read-only and shallow: every reconcile of every FleetVirtualMachine
+	// asks about its whole namespace, and the shapes come from the cache.
 	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(fvm.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(fvm.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return true, fmt.Errorf("list FleetVirtualMachines in %s: %w", fvm.Namespace, err)
+	}
+	if len(list.Items) <= r.shapesPerNamespace() {
+		return false, nil // no more shapes than FleetVirtualMachines
 	}
 	// The object as read now, not the cache's possibly older copy.
 	for i := range list.Items {
@@ -69,7 +76,7 @@ func (r *Reconciler) reconcileShapeLimit(ctx context.Context, fvm *fleetv1alpha1
 			list.Items[i] = *fvm
 		}
 	}
-	reason, over := capacity.Shapes(list.Items, r.Config.ShapesPerNamespace).Over[client.ObjectKeyFromObject(fvm)]
+	reason, over := capacity.ShapesOf(list.Items, r.Config.ShapesPerNamespace, r.shapes.Of).Over[client.ObjectKeyFromObject(fvm)]
 	if !over {
 		return false, nil
 	}
@@ -87,12 +94,32 @@ func (r *Reconciler) reconcileShapeLimit(ctx context.Context, fvm *fleetv1alpha1
 	return true, nil
 }
 
+// shapeMayFreeUp passes the events of a FleetVirtualMachine that may
+// leave room for another's shape: a spec change (a new shape) and a
+// deletion, not a creation or a status write.
+func shapeMayFreeUp() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return predicate.GenerationChangedPredicate{}.Update(e) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// shapesPerNamespace is the limit capacity.Shapes applies.
+func (r *Reconciler) shapesPerNamespace() int {
+	if r.Config.ShapesPerNamespace < 1 {
+		return capacity.DefaultShapesPerNamespace
+	}
+	return r.Config.ShapesPerNamespace
+}
+
 // fleetVMsOverShapeLimit maps a FleetVirtualMachine to those of its
 // namespace held back by the shape limit: its deletion or new shape may
 // make room for them.
 func (r *Reconciler) fleetVMsOverShapeLimit(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines over the shape limit", "object", klog.KObj(obj))
 		return nil
 	}
