@@ -543,7 +543,8 @@ func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
 // a namespace) as reconcile requests; what names the lookup in the log.
 func (r *Reconciler) fleetVMsMatching(ctx context.Context, what string, obj client.Object, opts ...client.ListOption) []reconcile.Request {
 	var list fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &list, opts...); err != nil {
+	// Names only: read-only and shallow.
+	if err := r.Client.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		log.FromContext(ctx).Error(err, "list FleetVirtualMachines "+what, "object", klog.KObj(obj))
 		return nil
 	}

@@ -112,7 +112,7 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if len(clusters) == 0 {
 		return nil
 	}
-	manifests, err := r.tenantManifests(ctx, fvm.Namespace)
+	manifests, err := r.tenantManifests(ctx, fvm)
 	if err != nil {
 		return err
 	}
@@ -157,20 +157,32 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 // namespace has disk images (the image Role lives there; the image works
 // make it too, with the same content), and tenancy.ClusterObjects with the
 // namespace's FleetDiskImages.
-func (r *Reconciler) tenantManifests(ctx context.Context, namespace string) ([]workv1.Manifest, error) {
-	var fvms fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &fvms, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", namespace, err)
+//
+// Every reconcile of every FleetVirtualMachine delivering somewhere asks
+// this: the namespace's FleetVirtualMachines are read only when fvm itself
+// does not ask for the namespace, and never copied.
+func (r *Reconciler) tenantManifests(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]workv1.Manifest, error) {
+	namespace := fvm.Namespace
+	wantsNamespace := func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		d := f.Spec.Delivery.CreateNamespace
+		return d == nil || *d
+	}
+	createNamespace := wantsNamespace(fvm)
+	if !createNamespace {
+		var fvms fleetv1alpha1.FleetVirtualMachineList
+		if err := r.Client.List(ctx, &fvms, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list FleetVirtualMachines of namespace %s: %w", namespace, err)
+		}
+		for i := range fvms.Items {
+			createNamespace = createNamespace || wantsNamespace(&fvms.Items[i])
+		}
 	}
 	var images fleetv1alpha1.FleetDiskImageList
-	if err := r.Client.List(ctx, &images, client.InNamespace(namespace)); err != nil {
+	if err := r.Client.List(ctx, &images, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list FleetDiskImages of namespace %s: %w", namespace, err)
 	}
 	var objs []runtime.Object
-	if slices.ContainsFunc(fvms.Items, func(f fleetv1alpha1.FleetVirtualMachine) bool {
-		d := f.Spec.Delivery.CreateNamespace
-		return d == nil || *d
-	}) {
+	if createNamespace {
 		objs = append(objs, &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": fleetv1alpha1.PartOfValue}},
