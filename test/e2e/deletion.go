@@ -34,14 +34,7 @@ import (
 func DeletionSpec(t *testing.T, in LifecycleInput) {
 	t.Run("delete all in a namespace", func(t *testing.T) {
 		ns := in.Namespace + "-all"
-		fvms := newDeletionFVMs(in, ns, 3)
-		where := map[string]string{}
-		for _, fvm := range fvms {
-			apply(t, namespaced(in, ns), fvm)
-		}
-		for _, fvm := range fvms {
-			where[fvm.Name] = waitRunning(t, namespaced(in, ns), fvm)[0]
-		}
+		where := runDeletionFVMs(t, in, ns, 3)
 		if err := in.Hub.DeleteAllOf(t.Context(), &fleetv1alpha1.FleetVirtualMachine{}, client.InNamespace(ns)); err != nil {
 			t.Fatalf("delete all FleetVirtualMachines in %s: %v", ns, err)
 		}
@@ -60,14 +53,7 @@ func DeletionSpec(t *testing.T, in LifecycleInput) {
 
 	t.Run("namespace deleted on the hub", func(t *testing.T) {
 		ns := in.Namespace + "-ns"
-		fvms := newDeletionFVMs(in, ns, 2)
-		where := map[string]string{}
-		for _, fvm := range fvms {
-			apply(t, namespaced(in, ns), fvm)
-		}
-		for _, fvm := range fvms {
-			where[fvm.Name] = waitRunning(t, namespaced(in, ns), fvm)[0]
-		}
+		where := runDeletionFVMs(t, in, ns, 2)
 		if err := in.Hub.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatalf("delete namespace %s: %v", ns, err)
 		}
@@ -172,14 +158,23 @@ func namespaced(in LifecycleInput, ns string) LifecycleInput {
 	return in
 }
 
-// newDeletionFVMs returns n FleetVMs for one cluster each, deletionPolicy
-// Delete, in namespace ns.
-func newDeletionFVMs(in LifecycleInput, ns string, n int) []*fleetv1alpha1.FleetVirtualMachine {
-	out := make([]*fleetv1alpha1.FleetVirtualMachine, 0, n)
+// runDeletionFVMs applies n FleetVMs for one cluster each, deletionPolicy
+// Delete, in namespace ns, all at once, waits until each runs, and returns
+// the cluster of each by name.
+func runDeletionFVMs(t *testing.T, in LifecycleInput, ns string, n int) map[string]string {
+	t.Helper()
+	nin := namespaced(in, ns)
+	fvms := make([]*fleetv1alpha1.FleetVirtualMachine, 0, n)
 	for i := range n {
-		out = append(out, newTestFVM(namespaced(in, ns), fmt.Sprintf("vm-%d", i), fleetv1alpha1.DeletionPolicyDelete))
+		fvm := newTestFVM(nin, fmt.Sprintf("vm-%d", i), fleetv1alpha1.DeletionPolicyDelete)
+		apply(t, nin, fvm)
+		fvms = append(fvms, fvm)
 	}
-	return out
+	where := map[string]string{}
+	for _, fvm := range fvms {
+		where[fvm.Name] = waitRunning(t, nin, fvm)[0]
+	}
+	return where
 }
 
 // waitReleased waits until gone returns nil, the namespace's Applications

@@ -33,6 +33,19 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 	return nil
 }
 
+// testScheme knows every kind the reconciler reads and writes, for the
+// package's fake-client tests.
+func testScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1beta1.Install,
+		clusterv1beta2.Install, argov1alpha1.AddToScheme,
+	} {
+		utilruntime.Must(add(scheme))
+	}
+	return scheme
+}
+
 // TestReconcileStatusWriteConflict: a status write refused with 409
 // Conflict (the cache is behind the API server) is not an error: the newer
 // object's watch event brings the next reconcile, so the reconcile is not
@@ -56,13 +69,7 @@ func TestReconcileStatusWriteConflict(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			scheme := runtime.NewScheme()
-			for _, add := range []func(*runtime.Scheme) error{
-				clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1beta1.Install,
-				clusterv1beta2.Install, argov1alpha1.AddToScheme,
-			} {
-				utilruntime.Must(add(scheme))
-			}
+			scheme := testScheme()
 			fvm := &fleetv1alpha1.FleetVirtualMachine{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web", Generation: 1, Finalizers: []string{Finalizer}},
 				Spec: fleetv1alpha1.FleetVirtualMachineSpec{

@@ -6,18 +6,12 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
-	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -31,13 +25,7 @@ import (
 // not, and another namespace counts its own. The answer stays right when a
 // FleetVirtualMachine changes shape (a new generation), through the cache.
 func TestShapeLimit(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1beta1.Install,
-		clusterv1beta2.Install, argov1alpha1.AddToScheme,
-	} {
-		utilruntime.Must(add(scheme))
-	}
+	scheme := testScheme()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fvm := func(ns, name string, minute, cores int) *fleetv1alpha1.FleetVirtualMachine {
 		return &fleetv1alpha1.FleetVirtualMachine{
