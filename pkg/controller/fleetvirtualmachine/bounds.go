@@ -116,11 +116,11 @@ func compactEntries(runStrategy fleetv1alpha1.RunStrategy, entries []fleetv1alph
 		out[i] = fleetv1alpha1.ClusterStatus{
 			Cluster: e.Cluster, Environment: e.Environment, Phase: e.Phase, Ready: e.Ready,
 			LeavingSince: e.LeavingSince, RemovingSince: e.RemovingSince,
-			// The overlay's record (overlay.go) is kept for every cluster.
+			// The overlay's record (placement.ChooseOverlay) is kept for every cluster.
 			PendingEnvironment: e.PendingEnvironment, PendingEnvironmentSince: e.PendingEnvironmentSince,
 		}
 		if e.LeavingSince != nil {
-			// Why it leaves is part of the decision's record (decide.go).
+			// Why it leaves is part of the decision's record (placement.Decide).
 			out[i].Message = e.Message
 		}
 	}

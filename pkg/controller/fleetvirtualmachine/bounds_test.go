@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,7 +158,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 		PlacementMessage:   long,
 		AppSetExists:       true,
 		Decision:           names,
-		Outcome:            placementOutcome{Clusters: map[string]clusterPlan{}},
+		Outcome:            placement.Outcome{Clusters: map[string]placement.Plan{}},
 		Apps:               map[string]appState{},
 		Clusters:           map[string]clusterInfo{},
 		Reports:            map[string]*fleetv1alpha1.VMState{},
@@ -170,7 +172,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	}
 	failed := map[string]bool{}
 	for i, c := range names {
-		in.Outcome.Clusters[c] = clusterPlan{State: statePlaced}
+		in.Outcome.Clusters[c] = placement.Plan{State: placement.Placed}
 		in.Apps[c] = appState{Sync: "Synced", Health: "Healthy"}
 		in.Clusters[c] = clusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionTrue}
 		in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "Running", Ready: true, Node: strings.Repeat("n", 253),

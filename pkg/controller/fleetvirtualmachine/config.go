@@ -23,7 +23,7 @@ type Config struct {
 	// Chart locates the Helm chart that carries inline templates.
 	Chart ChartSource
 	// GracePeriod is how long a cluster must stay excluded by the user's
-	// intent before its VM is removed (decide.go).
+	// intent before its VM is removed (placement.Decide).
 	GracePeriod time.Duration
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.

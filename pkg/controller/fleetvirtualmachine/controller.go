@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +72,7 @@ type Reconciler struct {
 	alarms *alarms
 	// load counts FleetVirtualMachines per cluster, for picking from
 	// candidate Placements (SetupWithManager).
-	load *clusterLoad
+	load *placement.ClusterLoad
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
@@ -104,7 +106,7 @@ type Reconciler struct {
 //
 //  1. read: the Placement and the scheduler's decision, the Applications,
 //     the clusters (labels, sets), the agents' reports;
-//  2. decide (decide.go, pure): where the VM stays, leaves, is removed,
+//  2. decide (placement.Decide, pure): where the VM stays, leaves, is removed,
 //     is added;
 //  3. write the Placement when the intent or where the VM runs changed;
 //  4. record the decision in the status, before acting on it: the write
@@ -195,24 +197,24 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 
 // deliveryTargets are the ApplicationSet's elements: every cluster the VM
 // is delivered to, with the environment the status records for it
-// (overlay.go): a relabelled cluster switches overlay only once its new
+// (placement.ChooseOverlay): a relabelled cluster switches overlay only once its new
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placementOutcome) []deliveryTarget {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome) []deliveryTarget {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
 	}
 	var out []deliveryTarget
-	for _, c := range outcome.delivered() {
+	for _, c := range outcome.Delivered() {
 		env, ok := recorded[c]
 		if mc := obs.Facts[c].Cluster; mc != nil && !ok {
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
 		out = append(out, deliveryTarget{Name: c, Environment: env})
 	}
-	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, overlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
+	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, placement.OverlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
 	return out
 }
 
@@ -286,7 +288,7 @@ func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1
 
 // recordClusterChanges emits an event when a cluster starts leaving, its
 // VM's removal starts, or a removal is confirmed.
-func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine, prev fleetv1alpha1.FleetVirtualMachineStatus, outcome placementOutcome) {
+func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine, prev fleetv1alpha1.FleetVirtualMachineStatus, outcome placement.Outcome) {
 	was := map[string]fleetv1alpha1.ClusterStatus{}
 	for _, c := range prev.Clusters {
 		was[c.Cluster] = c
@@ -294,10 +296,10 @@ func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine
 	for _, c := range slices.Sorted(maps.Keys(outcome.Clusters)) {
 		plan, old := outcome.Clusters[c], was[c]
 		switch {
-		case plan.State == stateLeaving && old.LeavingSince == nil:
+		case plan.State == placement.Leaving && old.LeavingSince == nil:
 			r.Recorder.Eventf(fvm, "Normal", "ClusterLeaving",
 				"Cluster %s no longer qualifies (%s); its VM is removed if it does not qualify again within %s", c, plan.Reason, r.Config.GracePeriod)
-		case plan.State == stateRemoving && old.RemovingSince == nil:
+		case plan.State == placement.Removing && old.RemovingSince == nil:
 			r.Recorder.Eventf(fvm, "Normal", "ClusterRemoving",
 				"Removing the VM from cluster %s: it did not qualify for %s (%s)", c, r.Config.GracePeriod, plan.Reason)
 		}
@@ -433,7 +435,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			enqueue(q, ownerOrUsers(ctx, e.Object, candidateUsers, true))
 		},
 	}
-	r.load = newClusterLoad()
+	r.load = placement.NewClusterLoad()
 	loads := handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.trackLoad(e.Object, false)
@@ -533,10 +535,10 @@ func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
 		return
 	}
 	if deleted {
-		r.load.set(client.ObjectKeyFromObject(fvm), nil)
+		r.load.Set(client.ObjectKeyFromObject(fvm), nil)
 		return
 	}
-	r.load.set(client.ObjectKeyFromObject(fvm), statusClusters(fvm))
+	r.load.Set(client.ObjectKeyFromObject(fvm), statusClusters(fvm))
 }
 
 // fleetVMsMatching lists the FleetVirtualMachines opts select (an index,

@@ -262,7 +262,7 @@ const sweepRetry = 10 * time.Second
 // no longer uses (it is deleted, or its intent changed) when no other live
 // FleetVirtualMachine's status names it. A FleetVirtualMachine that starts
 // using it at the same moment recreates it on its next reconcile; losing
-// a Placement never removes a VM (decide.go).
+// a Placement never removes a VM (placement.Decide).
 func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, name string) error {
 	if !strings.HasPrefix(name, CandidatePlacementPrefix) {
 		return nil

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,12 +48,12 @@ func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) boo
 // picked, and qualifying are the clusters that qualify but are not in the
 // candidate Placement's decision: the same for every FleetVirtualMachine
 // that shares it, so the ones waiting agree on the reschedule token.
-func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placementOutcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
+func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placement.Outcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
 	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}
-	in.Now, in.Decided, in.Running = now.Time, decision, outcome.inState(statePlaced)
+	in.Now, in.Decided, in.Running = now.Time, decision, outcome.InState(placement.Placed)
 	verdicts, err := explain.Explain(in)
 	if err != nil {
 		return nil, nil, err

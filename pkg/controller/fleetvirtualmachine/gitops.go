@@ -132,7 +132,7 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 }
 
 // desiredApplicationSet builds the ApplicationSet of a FleetVirtualMachine:
-// one Application per target. The targets are FleetVM's decision (decide.go):
+// one Application per target. The targets are FleetVM's decision (placement.Decide):
 // the clusters the VM runs on and stays on, whether or not the OCM
 // scheduler would pick them again now, and the new ones it picked. A list
 // generator carries them, so a cluster drops out of Argo CD's view only

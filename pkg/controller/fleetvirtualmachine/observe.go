@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +39,7 @@ type observation struct {
 	// SchedulerMessage is its PlacementSatisfied message.
 	SchedulerMessage string
 	// Decision are the clusters the hub picked from Candidates, the
-	// candidate Placement's decision (pick.go).
+	// candidate Placement's decision (placement.Pick).
 	Decision, Candidates []string
 	// Candidate is the candidate Placement the FleetVirtualMachine's
 	// intent and bound sets ask for, as FleetVM writes it.
@@ -46,7 +48,7 @@ type observation struct {
 	Apps map[string]*argov1alpha1.Application
 	// Facts of every cluster in the status, the Applications and the
 	// decision.
-	Facts map[string]clusterFacts
+	Facts map[string]placement.ClusterFacts
 	// Allowed are the sets of spec.placement.clusterSets bound to the
 	// FleetVM's namespace, Unbound the others. Sets maps the allowed ones,
 	// nil for one that does not exist.
@@ -62,7 +64,7 @@ type observation struct {
 // from the cache; an error leaves the affected input unknown (and the
 // decision keeps what it cannot judge) and is returned joined.
 func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (*observation, error) {
-	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]clusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
+	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]placement.ClusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
 	var errs []error
 
 	apps, err := r.listApplications(ctx, fvm)
@@ -123,7 +125,7 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		facts := clusterFacts{}
+		facts := placement.ClusterFacts{}
 		mc := &clusterv1.ManagedCluster{}
 		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); {
 		case apierrors.IsNotFound(err):
@@ -239,7 +241,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	if !obs.Scheduled {
 		return nil
 	}
-	in := pickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.of,
+	in := placement.PickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.Of,
 		Fits: func(string) bool { return true }, Placed: placedClusters(fvm)}
 	// The agent's current score, as the fit predicate reads it (none: the
 	// VM does not fit), read once per cluster: ranking by free capacity
@@ -265,30 +267,30 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 			return s[capacity.ScoreCPUFree] + s[capacity.ScoreMemoryFree]
 		}
 	}
-	obs.Decision = pickClusters(in)
+	obs.Decision = placement.Pick(in)
 	return nil
 }
 
-// placementInput turns an observation into the decision's inputs.
-func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, now metav1.Time) placementInput {
-	in := placementInput{
+// decisionInput turns an observation into the decision's inputs.
+func (r *Reconciler) decisionInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, now metav1.Time) placement.Input {
+	in := placement.Input{
 		Now:         now.Time,
 		GracePeriod: r.Config.GracePeriod,
 		Desired:     fvm.Spec.Placement.Clusters,
 		Scheduled:   obs.Scheduled,
 		Decision:    obs.Decision,
-		Clusters:    map[string]presence{},
-		Intent:      map[string]clusterIntent{},
+		Clusters:    map[string]placement.Presence{},
+		Intent:      map[string]placement.Intent{},
 	}
 	for _, c := range fvm.Status.Clusters {
-		in.Clusters[c.Cluster] = presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince,
-			LeavingForSurplus: c.LeavingSince != nil && strings.HasPrefix(c.Message, "leaving: "+surplusReason)}
+		in.Clusters[c.Cluster] = placement.Presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince,
+			LeavingForSurplus: c.LeavingSince != nil && strings.HasPrefix(c.Message, "leaving: "+placement.SurplusReason)}
 	}
 	for c, app := range obs.Apps {
 		p := in.Clusters[c]
-		p.App = appLive
+		p.App = placement.AppLive
 		if app.DeletionTimestamp != nil {
-			p.App = appDeleting
+			p.App = placement.AppDeleting
 		}
 		p.AppBlocked = removalBlocked(app)
 		in.Clusters[c] = p
@@ -303,7 +305,7 @@ func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs 
 		in.DesiredBefore = &before
 	}
 	for c, facts := range obs.Facts {
-		in.Intent[c] = intentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
+		in.Intent[c] = placement.IntentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
 	}
 	return in
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +32,7 @@ type scope struct {
 	// readFleet
 	obs *observation
 	// decide
-	outcome    placementOutcome
+	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out
 	qualifying []string // clusters the scheduler now finds qualify
 	// readDelivery
@@ -111,15 +113,15 @@ func (r *Reconciler) readFleet(ctx context.Context, s *scope) {
 	s.in.PlacementErr = errors.Join(r.ensureBindings(ctx, s.fvm, obs.Allowed), r.ensureSharedGitOps(ctx, obs.Allowed))
 }
 
-// decide (phase 2) runs the pure decision (decide.go) and, while clusters
+// decide (phase 2) runs the pure decision (placement.Decide) and, while clusters
 // are still wanted, says why the others are left out, from what the
 // scheduler sees: for the status, and to ask for a new schedule when that
 // says a cluster now qualifies.
 func (r *Reconciler) decide(ctx context.Context, s *scope) {
-	s.outcome = decidePlacement(r.placementInput(s.fvm, s.obs, s.now))
+	s.outcome = placement.Decide(r.decisionInput(s.fvm, s.obs, s.now))
 	obs := s.obs
 	s.waiting = obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && s.in.PlacementErr == nil &&
-		wantsExclusions(s.fvm.Spec, len(s.outcome.inState(statePlaced)))
+		wantsExclusions(s.fvm.Spec, len(s.outcome.InState(placement.Placed)))
 	if !s.waiting {
 		return
 	}
@@ -197,7 +199,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 	}
 	r.recordTransitions(s.before, s.fvm)
 	r.recordClusterChanges(s.fvm, s.before.Status, s.outcome)
-	r.load.set(s.key(), statusClusters(s.fvm))
+	r.load.Set(s.key(), statusClusters(s.fvm))
 	s.fail(r.releasePlacement(ctx, s.fvm, s.before.Status.Placement))
 	return true
 }
@@ -211,7 +213,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	var result ctrl.Result
 	if s.deliverOK {
 		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome)
-		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.delivered()))
+		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.Delivered()))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {
 			s.fail(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -49,9 +51,9 @@ type statusInputs struct {
 	PlacementMessage   string
 	PlacementErr       error
 	// Decision is the OCM scheduler's decision; Outcome is FleetVM's
-	// (decide.go): where the VM is placed, leaving, removed.
+	// (placement.Decide): where the VM is placed, leaving, removed.
 	Decision     []string
-	Outcome      placementOutcome
+	Outcome      placement.Outcome
 	AppSetExists bool
 	DeliveryErr  error
 	Apps         map[string]appState
@@ -151,15 +153,15 @@ func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
 	return entries
 }
 
-func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
+func clusterEntry(in statusInputs, name string, plan placement.Plan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
 	e := fleetv1alpha1.ClusterStatus{Cluster: name}
 	info, known := in.Clusters[name]
 	var previous *fleetv1alpha1.ClusterStatus
 	if prev.Cluster != "" {
 		previous = &prev
 	}
-	overlay := chooseOverlay(overlayInput{Previous: previous, Label: info.Environment, LabelKnown: known,
-		Placed: plan.State == statePlaced, Now: in.Now.Time, GracePeriod: in.GracePeriod})
+	overlay := placement.ChooseOverlay(placement.OverlayInput{Previous: previous, Label: info.Environment, LabelKnown: known,
+		Placed: plan.State == placement.Placed, Now: in.Now.Time, GracePeriod: in.GracePeriod})
 	e.Environment, e.PendingEnvironment, e.PendingEnvironmentSince = overlay.Environment, overlay.Pending, overlay.PendingSince
 	app, hasApp := in.Apps[name]
 	if hasApp {
@@ -179,7 +181,7 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 	}
 
 	switch plan.State {
-	case stateRemoving:
+	case placement.Removing:
 		e.Phase = fleetv1alpha1.ClusterPhaseRemoving
 		e.RemovingSince = plan.Since
 		showReport()
@@ -196,7 +198,7 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 			e.Message += " (" + plan.Reason + ")"
 		}
 		return e
-	case stateLeaving:
+	case placement.Leaving:
 		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
 		e.LeavingSince = plan.Since
 		showReport()
@@ -385,8 +387,8 @@ func conflictMessage(in statusInputs) string {
 
 func placedCondition(in statusInputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionPlaced}
-	placed := in.Outcome.inState(statePlaced)
-	moving := slices.Concat(in.Outcome.inState(stateLeaving), in.Outcome.inState(stateRemoving))
+	placed := in.Outcome.InState(placement.Placed)
+	moving := slices.Concat(in.Outcome.InState(placement.Leaving), in.Outcome.InState(placement.Removing))
 	movingNote := ""
 	if len(moving) > 0 {
 		movingNote = fmt.Sprintf("; a new copy starts only once the VM has left %s (two copies of one VM never run at once)", listNames(moving))
@@ -418,7 +420,7 @@ func placedCondition(in statusInputs) metav1.Condition {
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersDecided
 		c.Message = "placed on " + listNames(placed)
-		if leaving := in.Outcome.inState(stateLeaving); len(leaving) > 0 {
+		if leaving := in.Outcome.InState(placement.Leaving); len(leaving) > 0 {
 			c.Message += "; leaving " + listNames(leaving)
 		}
 	}
@@ -449,7 +451,7 @@ func unboundMessage(sets []string) string {
 
 func deliveredCondition(in statusInputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionDelivered}
-	targets := in.Outcome.delivered()
+	targets := in.Outcome.Delivered()
 	var missing, failed []string
 	for _, name := range targets {
 		app, ok := in.Apps[name]

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,7 +93,7 @@ func TestComputeStatus(t *testing.T) {
 			mutate: func(in *statusInputs) {
 				in.Spec.Placement.Clusters = ptr.To(int32(3))
 				in.Decision = []string{"a"}
-				in.Outcome.Clusters["b"] = clusterPlan{State: stateLeaving, Since: &now, Reason: "its env label is \"dev\", not \"prod\""}
+				in.Outcome.Clusters["b"] = placement.Plan{State: placement.Leaving, Since: &now, Reason: "its env label is \"dev\", not \"prod\""}
 			},
 			want: want{
 				phases:  map[string]fleetv1alpha1.ClusterPhase{"a": "Running", "b": "Leaving"},
@@ -126,7 +128,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		"removal not confirmed: Application gone, VM still reported": {
 			mutate: func(in *statusInputs) {
-				in.Outcome.Clusters["b"] = clusterPlan{State: stateRemoving, Since: &now}
+				in.Outcome.Clusters["b"] = placement.Plan{State: placement.Removing, Since: &now}
 				delete(in.Apps, "b")
 			},
 			want: want{
@@ -286,10 +288,10 @@ func TestChildName(t *testing.T) {
 }
 
 // placed is an outcome with the clusters placed.
-func placed(clusters ...string) placementOutcome {
-	o := placementOutcome{Clusters: map[string]clusterPlan{}}
+func placed(clusters ...string) placement.Outcome {
+	o := placement.Outcome{Clusters: map[string]placement.Plan{}}
 	for _, c := range clusters {
-		o.Clusters[c] = clusterPlan{State: statePlaced}
+		o.Clusters[c] = placement.Plan{State: placement.Placed}
 	}
 	return o
 }
