@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
 
 // TestTrimApplication: the cached Application reads the same to the hub
@@ -59,7 +61,7 @@ func TestTrimApplication(t *testing.T) {
 	}
 	trimmed := got.(*argov1alpha1.Application)
 	orig := rich()
-	if diff := cmp.Diff(appStateOf(orig), appStateOf(trimmed), cmp.AllowUnexported(appState{})); diff != "" {
+	if diff := cmp.Diff(appStateOf(orig), appStateOf(trimmed), cmp.AllowUnexported(status.AppState{})); diff != "" {
 		t.Errorf("appStateOf changed by the trim (-want,+got):\n%s", diff)
 	}
 	if a, b := removalBlocked(orig), removalBlocked(trimmed); a != b || a == "" {

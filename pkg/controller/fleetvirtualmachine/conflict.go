@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -71,11 +72,11 @@ func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner 
 		}
 	}
 
-	in := statusInputs{
+	in := status.Inputs{
 		Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
 		Conflict: client.ObjectKeyFromObject(winner).String(),
 	}
-	fvm.Status = computeStatus(in)
+	fvm.Status = status.Compute(in)
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) {
 		errs = append(errs, err)
 	} else if err == nil {

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
-
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +41,8 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -220,16 +220,16 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 
 // readClusterState turns what observe read into the status inputs of the
 // clusters the outcome lists.
-func (r *Reconciler) readClusterState(obs *observation, in *statusInputs) {
-	in.Apps = map[string]appState{}
+func (r *Reconciler) readClusterState(obs *observation, in *status.Inputs) {
+	in.Apps = map[string]status.AppState{}
 	for c, app := range obs.Apps {
 		in.Apps[c] = appStateOf(app)
 	}
-	in.Clusters = map[string]clusterInfo{}
+	in.Clusters = map[string]status.ClusterInfo{}
 	in.Reports = map[string]*fleetv1alpha1.VMState{}
 	for c := range in.Outcome.Clusters {
 		if mc := obs.Facts[c].Cluster; mc != nil {
-			info := clusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
+			info := status.ClusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
 			if cond := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); cond != nil {
 				info.Available = cond.Status
 			}
@@ -243,11 +243,11 @@ func (r *Reconciler) readClusterState(obs *observation, in *statusInputs) {
 
 // appStateOf is what the status shows of an Application: Argo CD's sync
 // and health, and its own error when it cannot render or sync.
-func appStateOf(app *argov1alpha1.Application) appState {
-	s := appState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
+func appStateOf(app *argov1alpha1.Application) status.AppState {
+	s := status.AppState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
 	for _, c := range app.Status.Conditions {
 		if c.IsError() {
-			s.Error = joinMessage(s.Error, c.Message)
+			s.Error = status.JoinMessage(s.Error, c.Message)
 		}
 	}
 	// A failed sync, or one Argo CD retries after a failure: its message,
@@ -264,7 +264,7 @@ func appStateOf(app *argov1alpha1.Application) appState {
 				}
 			}
 		}
-		s.Error = joinMessage(s.Error, msg)
+		s.Error = status.JoinMessage(s.Error, msg)
 	}
 	const most = 512
 	if len(s.Error) > most {
@@ -279,7 +279,7 @@ func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1
 	before := fvm.DeepCopy()
 	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
 		Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryFailed,
-		Message: truncate(err.Error(), maxErrorInMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		Message: status.Truncate(err.Error(), status.MaxErrorInMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !write.Stale(werr) {
 		log.FromContext(ctx).Error(werr, "report delivery error in status")
@@ -312,7 +312,7 @@ func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine
 }
 
 // readDiskImages reads the FleetDiskImages the VM boots from.
-func (r *Reconciler) readDiskImages(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, in *statusInputs) error {
+func (r *Reconciler) readDiskImages(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, in *status.Inputs) error {
 	in.Images = map[string]*fleetv1alpha1.FleetDiskImage{}
 	var errs []error
 	for _, d := range fvm.Spec.DiskImages {

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -122,7 +124,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.cleanupShared(ctx, clusterSets(fvm), fvm.UID); err != nil {
+	if err := r.cleanupShared(ctx, placement.ClusterSets(fvm.Spec), fvm.UID); err != nil {
 		return ctrl.Result{}, err
 	}
 	// Applications still running under the project (being deleted by Argo
@@ -166,7 +168,7 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 	before := fvm.DeepCopy()
 	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
 		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
-		Message: truncate(msg, maxConditionMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		Message: status.Truncate(msg, status.MaxConditionMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) && !apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(fvm, "Warning", "StatusNotWritten", "could not write the deletion's progress: %v", err)

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
-
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +21,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
@@ -81,7 +80,7 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	// ManagedClusterSetBinding in that namespace (OCM's rule): sets the
 	// FleetVM lists but its namespace has no binding for are not used.
 	obs.Sets = map[string]*clusterv1beta2.ManagedClusterSet{}
-	for _, name := range clusterSets(fvm) {
+	for _, name := range placement.ClusterSets(fvm.Spec) {
 		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: name}, &clusterv1beta2.ManagedClusterSetBinding{}); {
 		case apierrors.IsNotFound(err):
 			obs.Unbound = append(obs.Unbound, name)

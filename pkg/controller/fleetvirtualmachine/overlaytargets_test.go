@@ -4,16 +4,18 @@ import (
 	"testing"
 	"time"
 
-	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
 
 // TestOverlayThroughStatusAndTargets follows a relabelled cluster through
-// the status (computeStatus records the overlay) and the ApplicationSet's
+// the status (Compute records the overlay) and the ApplicationSet's
 // elements (deliveryTargets delivers what the status records): the old
 // environment until the new label has held for the grace period, then the
 // new one; a newly placed cluster gets its label at once.
@@ -27,13 +29,13 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 	reconcile := func(clusters ...string) []deliveryTarget {
 		t.Helper()
 		obs := &observation{Facts: map[string]placement.ClusterFacts{}}
-		in := statusInputs{GracePeriod: grace, Outcome: placed(clusters...), Previous: fvm.Status,
-			Now: metav1.NewTime(clk.Now()), Clusters: map[string]clusterInfo{}}
+		in := status.Inputs{GracePeriod: grace, Outcome: placed(clusters...), Previous: fvm.Status,
+			Now: metav1.NewTime(clk.Now()), Clusters: map[string]status.ClusterInfo{}}
 		for _, c := range clusters {
 			obs.Facts[c] = placement.ClusterFacts{Cluster: &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c, Labels: map[string]string{"env": labels[c]}}}}
-			in.Clusters[c] = clusterInfo{Environment: labels[c], Available: metav1.ConditionTrue}
+			in.Clusters[c] = status.ClusterInfo{Environment: labels[c], Available: metav1.ConditionTrue}
 		}
-		fvm.Status = computeStatus(in)
+		fvm.Status = status.Compute(in)
 		return r.deliveryTargets(fvm, obs, in.Outcome)
 	}
 	expect := func(what string, got []deliveryTarget, want ...deliveryTarget) {
@@ -68,4 +70,13 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 	clk.Step(grace)
 	expect("flapped back before the grace period", reconcile("a", "b"),
 		deliveryTarget{Name: "a", Environment: "dev"}, deliveryTarget{Name: "b", Environment: "dev"})
+}
+
+// placed is an outcome with the clusters placed.
+func placed(clusters ...string) placement.Outcome {
+	o := placement.Outcome{Clusters: map[string]placement.Plan{}}
+	for _, c := range clusters {
+		o.Clusters[c] = placement.Plan{State: placement.Placed}
+	}
+	return o
 }

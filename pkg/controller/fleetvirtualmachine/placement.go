@@ -23,14 +23,6 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
-// defaultClusterSet is used when spec.placement.clusterSets is empty.
-const defaultClusterSet = "default"
-
-// clusterSets returns the cluster sets a FleetVirtualMachine selects from.
-func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
-	return setsOf(fvm.Spec)
-}
-
 // fitExpression is the CEL predicate that admits a cluster only if the VM
 // fits on one of its nodes, by the fleetvm agent's capacity score. A
 // cluster without the score (no agent yet) is not admitted: FleetVM never

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 )
 
 // TestCandidatePlacement: FleetVirtualMachines with the same intent, in

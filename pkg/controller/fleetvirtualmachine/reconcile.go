@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
-
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -23,7 +23,7 @@ import (
 // before it left, adds its own, and keeps going after an error: the error
 // is kept (fail) and returned at the end, and what it leaves unknown is
 // recorded as such in the status (the Placement and delivery errors of
-// statusInputs). Only record stops a reconcile early.
+// Inputs). Only record stops a reconcile early.
 type scope struct {
 	fvm    *fleetv1alpha1.FleetVirtualMachine
 	before *fleetv1alpha1.FleetVirtualMachine // as read, for the status patch and events
@@ -41,7 +41,7 @@ type scope struct {
 	deliverOK bool                         // project and ApplicationSet read: delivery may act
 
 	// in is the status's input, filled by every phase.
-	in   statusInputs
+	in   status.Inputs
 	errs []error
 }
 
@@ -49,7 +49,7 @@ func (r *Reconciler) newScope(fvm *fleetv1alpha1.FleetVirtualMachine) *scope {
 	now := metav1.NewTime(r.Clock.Now())
 	return &scope{
 		fvm: fvm, before: fvm.DeepCopy(), now: now,
-		in: statusInputs{
+		in: status.Inputs{
 			Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
 			PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace},
 		},
@@ -157,7 +157,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	project, projectErr := r.deliveryProject(ctx, s.fvm)
 	if projectErr != nil {
 		s.in.DeliveryErr = projectErr
-		if !isForbidden(projectErr) { // a refused project is the user's to fix: the status says so
+		if !status.IsForbidden(projectErr) { // a refused project is the user's to fix: the status says so
 			s.fail(projectErr)
 		}
 	}
@@ -175,7 +175,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	s.deliverOK = projectErr == nil && appSetErr == nil
 	s.in.AppSetExists = appSet != nil
 	r.readClusterState(s.obs, &s.in)
-	s.in.ImageTotals = r.observeImages(s.key(), reportedImages(s.in.Reports))
+	s.in.ImageTotals = r.observeImages(s.key(), status.ReportedImages(s.in.Reports))
 	s.fail(r.readDiskImages(ctx, s.fvm, &s.in))
 }
 
@@ -188,7 +188,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 // the next reconcile, which decides again from it. Acting now could act on
 // a stale record.
 func (r *Reconciler) record(ctx context.Context, s *scope) bool {
-	s.fvm.Status = computeStatus(s.in)
+	s.fvm.Status = status.Compute(s.in)
 	switch err := r.patchStatusIfChanged(ctx, s.before, s.fvm); {
 	case write.Stale(err):
 		s.errs = nil

@@ -96,3 +96,14 @@ func IntentFor(spec fleetv1alpha1.FleetPlacement, envLabel string, facts Cluster
 	}
 	return Intent{Kind: IntentIncluded}
 }
+
+// DefaultClusterSet is used when spec.placement.clusterSets is empty.
+const DefaultClusterSet = "default"
+
+// ClusterSets are the cluster sets a spec selects from ("default" when none).
+func ClusterSets(spec fleetv1alpha1.FleetVirtualMachineSpec) []string {
+	if len(spec.Placement.ClusterSets) == 0 {
+		return []string{DefaultClusterSet}
+	}
+	return spec.Placement.ClusterSets
+}
