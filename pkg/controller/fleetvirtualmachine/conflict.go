@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -47,7 +48,7 @@ func (r *Reconciler) claimWinner(ctx context.Context, fvm *fleetv1alpha1.FleetVi
 // CD's resources finalizer, its Placement deleted. The status says why.
 func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner *fleetv1alpha1.FleetVirtualMachine, now metav1.Time) (ctrl.Result, error) {
 	var errs []error
-	name := ChildName(client.ObjectKeyFromObject(fvm))
+	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
 	if obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name); err != nil {
 		errs = append(errs, err)
 	} else if obj != nil {

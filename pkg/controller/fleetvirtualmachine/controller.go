@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +39,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
@@ -181,7 +180,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if was == nil || was.Name == "" || fvm.Status.Placement != nil && fvm.Status.Placement.Name == was.Name {
 		return nil
 	}
-	if was.Name != ChildName(client.ObjectKeyFromObject(fvm)) {
+	if was.Name != delivery.ChildName(client.ObjectKeyFromObject(fvm)) {
 		return r.releaseCandidates(ctx, fvm, was.Name)
 	}
 	switch obj, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, was.Name); {
@@ -201,18 +200,18 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome) []deliveryTarget {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
 	}
-	var out []deliveryTarget
+	var out []delivery.Target
 	for _, c := range outcome.Delivered() {
 		env, ok := recorded[c]
 		if mc := obs.Facts[c].Cluster; mc != nil && !ok {
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
-		out = append(out, deliveryTarget{Name: c, Environment: env})
+		out = append(out, delivery.Target{Name: c, Environment: env})
 	}
 	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, placement.OverlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
 	return out
@@ -223,7 +222,7 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 func (r *Reconciler) readClusterState(obs *observation, in *status.Inputs) {
 	in.Apps = map[string]status.AppState{}
 	for c, app := range obs.Apps {
-		in.Apps[c] = appStateOf(app)
+		in.Apps[c] = delivery.StateOf(app)
 	}
 	in.Clusters = map[string]status.ClusterInfo{}
 	in.Reports = map[string]*fleetv1alpha1.VMState{}
@@ -239,38 +238,6 @@ func (r *Reconciler) readClusterState(obs *observation, in *status.Inputs) {
 			in.Reports[c] = rep
 		}
 	}
-}
-
-// appStateOf is what the status shows of an Application: Argo CD's sync
-// and health, and its own error when it cannot render or sync.
-func appStateOf(app *argov1alpha1.Application) status.AppState {
-	s := status.AppState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
-	for _, c := range app.Status.Conditions {
-		if c.IsError() {
-			s.Error = status.JoinMessage(s.Error, c.Message)
-		}
-	}
-	// A failed sync, or one Argo CD retries after a failure: its message,
-	// and what it says of each resource that failed (such as "resource
-	// rbac.authorization.k8s.io:ClusterRoleBinding is not permitted in
-	// project ...").
-	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError ||
-		op.Phase == synccommon.OperationRunning && op.RetryCount > 0) {
-		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
-		if op.SyncResult != nil {
-			for _, res := range op.SyncResult.Resources {
-				if res != nil && res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
-					msg += "; " + res.Message
-				}
-			}
-		}
-		s.Error = status.JoinMessage(s.Error, msg)
-	}
-	const most = 512
-	if len(s.Error) > most {
-		s.Error = s.Error[:most] + "…"
-	}
-	return s
 }
 
 // reportDeliveryError shows an ApplicationSet write that failed after the
@@ -408,7 +375,7 @@ func transitionEvent(condition string, old, cur *metav1.Condition) (string, bool
 // watches map them back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byLabels := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-		if key, ok := ownerKey(obj); ok {
+		if key, ok := delivery.OwnerKey(obj); ok {
 			return []reconcile.Request{{NamespacedName: key}}
 		}
 		return nil
@@ -516,7 +483,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // ownerOrUsers maps a Placement to its FleetVirtualMachine, or a
 // candidate Placement to its users.
 func ownerOrUsers(ctx context.Context, p client.Object, users func(context.Context, client.Object, bool) []reconcile.Request, deleted bool) []reconcile.Request {
-	if key, ok := ownerKey(p); ok {
+	if key, ok := delivery.OwnerKey(p); ok {
 		return []reconcile.Request{{NamespacedName: key}}
 	}
 	return users(ctx, p, deleted)

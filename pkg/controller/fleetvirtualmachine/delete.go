@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -52,7 +53,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	if !controllerutil.ContainsFinalizer(fvm, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	name := ChildName(client.ObjectKeyFromObject(fvm))
+	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
 	deleteVMs, err := r.deletionPolicy(ctx, fvm) // deletionpolicy.go: the policy it started with, to the end
 	if err != nil {
 		return ctrl.Result{}, err
@@ -80,7 +81,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	for i := range apps {
 		app := &apps[i]
 		cluster := app.Labels[fleetv1alpha1.LabelCluster]
-		if why := removalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
+		if why := delivery.RemovalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
 			waiting = append(waiting, fmt.Sprintf("%s: %s", cluster, why))
 			continue
 		}
@@ -192,7 +193,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 		if slices.ContainsFunc(users.Items, func(u fleetv1alpha1.FleetVirtualMachine) bool { return u.UID != self }) {
 			continue
 		}
-		name := sharedName(set)
+		name := delivery.SharedName(set)
 		g := &unstructured.Unstructured{}
 		g.SetGroupVersionKind(gitOpsClusterGVK)
 		candidates := []client.Object{g, &clusterv1beta1.Placement{}}
@@ -204,7 +205,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 			case err != nil:
 				errs = append(errs, fmt.Errorf("get %s/%s: %w", r.Config.ArgoNamespace, name, err))
 				continue
-			case obj.GetLabels()[labelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
+			case obj.GetLabels()[delivery.LabelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
 				continue // not FleetVM's: left alone
 			}
 			if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
@@ -246,7 +247,7 @@ func (r *Reconciler) sweepReleased(ctx context.Context, namespace string) (ctrl.
 	}
 	var sets []string
 	for _, g := range shared.Items {
-		if set := g.GetLabels()[labelClusterSet]; set != "" {
+		if set := g.GetLabels()[delivery.LabelClusterSet]; set != "" {
 			sets = append(sets, set)
 		}
 	}

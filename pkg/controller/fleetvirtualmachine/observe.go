@@ -21,6 +21,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
@@ -291,7 +292,7 @@ func (r *Reconciler) decisionInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *
 		if app.DeletionTimestamp != nil {
 			p.App = placement.AppDeleting
 		}
-		p.AppBlocked = removalBlocked(app)
+		p.AppBlocked = delivery.RemovalBlocked(app)
 		in.Clusters[c] = p
 	}
 	for c := range obs.Reports {
@@ -307,20 +308,6 @@ func (r *Reconciler) decisionInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *
 		in.Intent[c] = placement.IntentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
 	}
 	return in
-}
-
-// removalBlocked says why Argo CD would not remove the VM if the
-// Application were deleted now: Argo CD drops its resources finalizer and
-// leaves the resources when the Application's destination is invalid (no
-// cluster secret for it, for instance), so an Application Argo CD reports
-// invalid is not deleted.
-func removalBlocked(app *argov1alpha1.Application) string {
-	for _, c := range app.Status.Conditions {
-		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError {
-			return "Argo CD reports the Application invalid (" + c.Message + ")"
-		}
-	}
-	return ""
 }
 
 // scheduled tells whether the OCM scheduler has acted on the Placement as
@@ -381,7 +368,7 @@ func (r *Reconciler) getOwned(ctx context.Context, fvm *fleetv1alpha1.FleetVirtu
 	if err != nil {
 		return nil, fmt.Errorf("get %s %s/%s: %w", kind, r.Config.ArgoNamespace, name, err)
 	}
-	if !isOwnedBy(obj, fvm) {
+	if !delivery.IsOwnedBy(obj, fvm) {
 		return nil, fmt.Errorf("%s %s exists and belongs to another owner (labels %s=%q, %s=%q): FleetVM leaves it alone",
 			kind, klog.KObj(obj), fleetv1alpha1.LabelFleetVMNamespace, obj.GetLabels()[fleetv1alpha1.LabelFleetVMNamespace],
 			fleetv1alpha1.LabelFleetVMName, obj.GetLabels()[fleetv1alpha1.LabelFleetVMName])

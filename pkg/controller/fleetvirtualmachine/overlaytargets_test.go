@@ -10,6 +10,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
@@ -26,7 +27,7 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 	r := &Reconciler{Clock: clk, Config: Config{EnvironmentLabel: "env", GracePeriod: grace}}
 	fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
 	labels := map[string]string{"a": "prod", "b": "prod"}
-	reconcile := func(clusters ...string) []deliveryTarget {
+	reconcile := func(clusters ...string) []delivery.Target {
 		t.Helper()
 		obs := &observation{Facts: map[string]placement.ClusterFacts{}}
 		in := status.Inputs{GracePeriod: grace, Outcome: placed(clusters...), Previous: fvm.Status,
@@ -38,16 +39,16 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 		fvm.Status = status.Compute(in)
 		return r.deliveryTargets(fvm, obs, in.Outcome)
 	}
-	expect := func(what string, got []deliveryTarget, want ...deliveryTarget) {
+	expect := func(what string, got []delivery.Target, want ...delivery.Target) {
 		t.Helper()
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: targets (-want,+got):\n%s", what, diff)
 		}
 	}
 
-	expect("placed", reconcile("a"), deliveryTarget{Name: "a", Environment: "prod"})
+	expect("placed", reconcile("a"), delivery.Target{Name: "a", Environment: "prod"})
 	labels["a"] = "dev"
-	expect("relabelled", reconcile("a"), deliveryTarget{Name: "a", Environment: "prod"})
+	expect("relabelled", reconcile("a"), delivery.Target{Name: "a", Environment: "prod"})
 	if e := fvm.Status.Clusters[0]; e.Environment != "prod" || e.PendingEnvironment != "dev" || e.PendingEnvironmentSince == nil ||
 		!e.PendingEnvironmentSince.Time.Equal(start) {
 		t.Errorf("status entry after the relabel: %+v, want environment prod, pending dev since %v", e, start)
@@ -55,21 +56,21 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 	clk.Step(grace - time.Second)
 	labels["b"] = "dev"
 	expect("a: label held for less than the grace period; b: newly placed", reconcile("a", "b"),
-		deliveryTarget{Name: "a", Environment: "prod"}, deliveryTarget{Name: "b", Environment: "dev"})
+		delivery.Target{Name: "a", Environment: "prod"}, delivery.Target{Name: "b", Environment: "dev"})
 	clk.Step(time.Second)
 	expect("label held for the grace period", reconcile("a", "b"),
-		deliveryTarget{Name: "a", Environment: "dev"}, deliveryTarget{Name: "b", Environment: "dev"})
+		delivery.Target{Name: "a", Environment: "dev"}, delivery.Target{Name: "b", Environment: "dev"})
 	if e := fvm.Status.Clusters[0]; e.PendingEnvironment != "" || e.PendingEnvironmentSince != nil {
 		t.Errorf("status entry after the switch still pending: %+v", e)
 	}
 	labels["a"] = "prod"
 	expect("relabelled back", reconcile("a", "b"),
-		deliveryTarget{Name: "a", Environment: "dev"}, deliveryTarget{Name: "b", Environment: "dev"})
+		delivery.Target{Name: "a", Environment: "dev"}, delivery.Target{Name: "b", Environment: "dev"})
 	clk.Step(time.Minute)
 	labels["a"] = "dev"
 	clk.Step(grace)
 	expect("flapped back before the grace period", reconcile("a", "b"),
-		deliveryTarget{Name: "a", Environment: "dev"}, deliveryTarget{Name: "b", Environment: "dev"})
+		delivery.Target{Name: "a", Environment: "dev"}, delivery.Target{Name: "b", Environment: "dev"})
 }
 
 // placed is an outcome with the clusters placed.

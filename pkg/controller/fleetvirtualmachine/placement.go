@@ -19,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -83,7 +84,7 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 	}
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:])[:16]
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[candidatesLabel] = hash
 	return &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{Name: CandidatePlacementPrefix + hash, Namespace: r.Config.ArgoNamespace, Labels: labels},
@@ -148,7 +149,7 @@ func (r *Reconciler) ensureBindings(ctx context.Context, fvm *fleetv1alpha1.Flee
 			continue
 		}
 		b = &clusterv1beta2.ManagedClusterSetBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: r.Config.ArgoNamespace, Labels: managedLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: r.Config.ArgoNamespace, Labels: delivery.ManagedLabels()},
 			Spec:       clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set},
 		}
 		created, err := write.CreateOnly(ctx, r.Client, b)

@@ -8,6 +8,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
@@ -50,8 +51,8 @@ func TestCandidatePlacement(t *testing.T) {
 	if a.Spec.NumberOfClusters != nil {
 		t.Errorf("numberOfClusters %d: a candidate Placement decides every cluster", *a.Spec.NumberOfClusters)
 	}
-	if !isCandidatePlacement(a) || len(a.Name) > maxNameLength {
-		t.Errorf("candidate Placement %s (labels %v) not recognised, or longer than %d", a.Name, a.Labels, maxNameLength)
+	if !isCandidatePlacement(a) || len(a.Name) > delivery.MaxNameLength {
+		t.Errorf("candidate Placement %s (labels %v) not recognised, or longer than %d", a.Name, a.Labels, delivery.MaxNameLength)
 	}
 	cel := a.Spec.Predicates[0].RequiredClusterSelector.CelSelector.CelExpressions
 	if len(cel) != 1 || !slices.Equal(cel, []string{fitExpression(mustShape(t, base("team-a", "x").Obj()))}) {

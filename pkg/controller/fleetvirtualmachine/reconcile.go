@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
@@ -164,7 +165,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	s.project = project
 	s.in.Namespace, s.in.Project = s.fvm.Namespace, tenancy.ProjectFor(s.fvm.Namespace, s.fvm.Spec.Delivery.Project)
 	s.in.Impersonation = r.readImpersonation(ctx)
-	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, ChildName(s.key()))
+	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, delivery.ChildName(s.key()))
 	if appSetErr != nil {
 		s.in.DeliveryErr = appSetErr
 		s.fail(appSetErr)
@@ -235,7 +236,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 		// Argo CD rewrites the finalizers of the Applications it generates,
 		// and would drop the one that makes it delete the VM. The write
 		// above brings the next reconcile.
-		if s.appSet == nil || !slices.Contains(appSetTargets(s.appSet), c) {
+		if s.appSet == nil || !slices.Contains(delivery.Targets(s.appSet), c) {
 			s.fail(r.removeApplication(ctx, s.obs.Apps[c], true))
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
@@ -54,7 +55,7 @@ func (r *Reconciler) deliveryProject(ctx context.Context, fvm *fleetv1alpha1.Fle
 // ensureTenantProject creates or updates the namespace's own AppProject.
 // A project of that name that FleetVM did not make is left alone.
 func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) error {
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[tenancy.LabelNamespace] = namespace
 	want := tenancy.Project(r.Config.ArgoNamespace, namespace, r.Config.TenantKinds, labels)
 	got := &argov1alpha1.AppProject{}
@@ -102,7 +103,7 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if err != nil {
 		return err
 	}
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[tenancy.LabelNamespace] = fvm.Namespace
 	orphan := []workv1.OrphaningRule{{Resource: "namespaces", Name: fvm.Namespace}}
 	if r.Config.ImageNamespace != "" {
@@ -182,7 +183,7 @@ func (r *Reconciler) tenantManifests(ctx context.Context, fvm *fleetv1alpha1.Fle
 		// As the image works write it (fleetdiskimage.desiredWork).
 		objs = append(objs, &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-			ObjectMeta: metav1.ObjectMeta{Name: r.Config.ImageNamespace, Labels: managedLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: r.Config.ImageNamespace, Labels: delivery.ManagedLabels()},
 		})
 	}
 	for _, o := range tenancy.ClusterObjects(namespace, r.Config.ImageNamespace, r.Config.TenantKinds, names) {

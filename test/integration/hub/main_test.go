@@ -29,6 +29,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -203,7 +204,7 @@ func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[stri
 }
 
 func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
-	return client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))}
+	return client.ObjectKey{Namespace: argoNS, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm))}
 }
 
 // placementKey is the Placement the FleetVM's status names: the candidate
