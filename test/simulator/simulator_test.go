@@ -18,6 +18,7 @@ import (
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetvm/fleetvm/test/agenttest"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctrl.SetLogger(agenttest.Logger())
 	f, err := fleetenv.Start(context.Background(), fleetenv.Options{
-		Spokes: []string{"spoke"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
+		Spokes: []string{"spoke", "target"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,41 +48,86 @@ func run(m *testing.M) int {
 	}()
 	fleet = f
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := startSimulator(ctx, f)
-	if err != nil {
+	stopped, err := startSimulators(ctx, f)
+	defer func() {
 		cancel()
+		for _, done := range stopped {
+			<-done
+		}
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { cancel(); <-stopped }()
 	return m.Run()
 }
 
-// spoke starts a simulator on the spoke and returns it with a namespace
-// of the test's own. Nodes are cluster-wide: tests that create nodes use
-// distinct names and sizes that do not interfere.
+// spoke returns the spoke with a namespace of the test's own. Nodes are
+// cluster-wide: tests that create nodes use distinct names and sizes that
+// do not interfere.
 func spoke(t *testing.T, ns string) *fleetenv.Cluster {
 	t.Helper()
-	s := fleet.Spoke("spoke")
+	return cluster(t, "spoke", ns)
+}
+
+// cluster returns the named spoke ("spoke" or "target") with a namespace
+// of the test's own.
+func cluster(t *testing.T, name, ns string) *fleetenv.Cluster {
+	t.Helper()
+	s := fleet.Spoke(name)
 	if err := s.EnsureNamespace(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// startSimulator runs the simulator on the spoke for the whole package.
-func startSimulator(ctx context.Context, f *fleetenv.Fleet) (<-chan error, error) {
-	mgr, err := ctrl.NewManager(f.Spoke("spoke").Config, ctrl.Options{Scheme: f.Scheme, Logger: agenttest.Logger(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		return nil, err
+// proxyHost is the host of a spoke's export proxy: what the simulators'
+// stand-in for the network between the spokes routes by.
+func proxyHost(spoke string) string { return "virt-exportproxy." + spoke + ".invalid" }
+
+// nsExportFails is where the simulators play an exporter that fails.
+const nsExportFails = "export-fails"
+
+var faults = simulator.Faults{
+	ExportFails: func(ex types.NamespacedName) bool { return ex.Namespace == nsExportFails },
+}
+
+// startSimulators runs a simulator on each spoke for the whole package,
+// wired together as a fleet: each one's Exports asks the others.
+func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+	var sims []*simulator.Simulator
+	exports := func(ctx context.Context, url string) (bool, error) {
+		for _, s := range sims {
+			if ok, err := s.ServesExport(ctx, url); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
 	}
-	if err := simulator.New(simulator.Options{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return nil, err
+	var managers []ctrl.Manager
+	for _, spoke := range f.Spokes {
+		// One simulator per spoke in one process: the controllers' names repeat.
+		mgr, err := ctrl.NewManager(spoke.Config, ctrl.Options{Scheme: f.Scheme, Logger: agenttest.Logger(),
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+		if err != nil {
+			return nil, err
+		}
+		sim := simulator.New(simulator.Options{Client: mgr.GetClient(), ExportProxyHost: proxyHost(spoke.Name), Exports: exports,
+			Faults: faults})
+		if err := sim.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+		sims = append(sims, sim)
+		managers = append(managers, mgr)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return done, nil
+	var stopped []<-chan error
+	for _, mgr := range managers {
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		stopped = append(stopped, done)
+	}
+	return stopped, nil
 }
 
 func get(ctx context.Context, c client.Client, ns, name string, obj client.Object) error {
