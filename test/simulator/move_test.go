@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -296,4 +297,201 @@ func TestImportFromExport(t *testing.T) {
 			}
 		})
 	}
+}
+
+// migrationPair is the two migrations of a decentralized migration of the
+// VM ns/name from "spoke" to "target".
+func migrationPair(ns, name, id string) (source, target *kubevirtv1.VirtualMachineInstanceMigration) {
+	source = &kubevirtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-out"},
+		Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: name,
+			SendTo: &kubevirtv1.VirtualMachineInstanceMigrationSource{MigrationID: id, ConnectURL: syncAddress("target")}},
+	}
+	target = &kubevirtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-in"},
+		Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: name,
+			Receive: &kubevirtv1.VirtualMachineInstanceMigrationTarget{MigrationID: id}},
+	}
+	return source, target
+}
+
+// liveMoveSetup starts the VM ns/name on "spoke" and its receiver on
+// "target" (runStrategy WaitAsReceiver, to run Always afterwards), waits
+// until the receiver waits, and creates both migrations.
+func liveMoveSetup(t *testing.T, ns, name, id string) (src, dst *fleetenv.Cluster) {
+	t.Helper()
+	ctx := t.Context()
+	src, dst = cluster(t, "spoke", ns), cluster(t, "target", ns)
+	for _, c := range []*fleetenv.Cluster{src, dst} {
+		testNode(t, c, "n-"+ns)
+	}
+	if err := src.Client.Create(ctx, agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"))); err != nil {
+		t.Fatal(err)
+	}
+	receiver := agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"), agenttest.RunStrategy(kubevirtv1.RunStrategyWaitAsReceiver))
+	receiver.Annotations = map[string]string{kubevirtv1.RestoreRunStrategy: string(kubevirtv1.RunStrategyAlways)}
+	if err := dst.Client.Create(ctx, receiver); err != nil {
+		t.Fatal(err)
+	}
+	waitPrintable(t, src.Client, ns, name, kubevirtv1.VirtualMachineStatusRunning, true)
+	waitPrintable(t, dst.Client, ns, name, kubevirtv1.VirtualMachineStatusWaitingForReceiver, false)
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := get(ctx, dst.Client, ns, name, vmi); err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.Phase != kubevirtv1.WaitingForSync || !vmi.IsMigrationTarget() {
+		t.Errorf("receiver instance phase %s annotations %v, want WaitingForSync and %s", vmi.Status.Phase, vmi.Annotations, kubevirtv1.CreateMigrationTarget)
+	}
+	if pods := launcherPods(t, dst.Client, ns, name); len(pods) != 0 {
+		t.Errorf("a waiting receiver has launcher pods %v", podNodes(pods))
+	}
+	out, in := migrationPair(ns, name, id)
+	if err := dst.Client.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Client.Create(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst
+}
+
+// waitMigration waits until the migration is in phase, and returns it.
+func waitMigration(t *testing.T, c client.Client, ns, name string, phase kubevirtv1.VirtualMachineInstanceMigrationPhase) *kubevirtv1.VirtualMachineInstanceMigration {
+	t.Helper()
+	m := &kubevirtv1.VirtualMachineInstanceMigration{}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		if err := get(t.Context(), c, ns, name, m); err != nil {
+			return false, err
+		}
+		return m.Status.Phase == phase, nil
+	})
+	if err != nil {
+		t.Fatalf("migration %s/%s: want %s, have %s: %v", ns, name, phase, m.Status.Phase, err)
+	}
+	return m
+}
+
+func phasesOf(m *kubevirtv1.VirtualMachineInstanceMigration) []kubevirtv1.VirtualMachineInstanceMigrationPhase {
+	var out []kubevirtv1.VirtualMachineInstanceMigrationPhase
+	for _, p := range m.Status.PhaseTransitionTimestamps {
+		out = append(out, p.Phase)
+	}
+	return out
+}
+
+// TestDecentralizedMigration: both migrations walk KubeVirt's phases for
+// their side; then the source VM is halted with no instance or pod left,
+// and the target VM runs (runStrategy from its restore annotation) on the
+// target cluster's node.
+func TestDecentralizedMigration(t *testing.T) {
+	ctx := t.Context()
+	const ns = "live-move"
+	src, dst := liveMoveSetup(t, ns, "web", "live-move-1")
+
+	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationSucceeded)
+	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationSucceeded)
+	wantOut := []kubevirtv1.VirtualMachineInstanceMigrationPhase{kubevirtv1.MigrationSynchronizing, kubevirtv1.MigrationPending,
+		kubevirtv1.MigrationScheduling, kubevirtv1.MigrationScheduled, kubevirtv1.MigrationPreparingTarget,
+		kubevirtv1.MigrationTargetReady, kubevirtv1.MigrationRunning, kubevirtv1.MigrationSucceeded}
+	wantIn := []kubevirtv1.VirtualMachineInstanceMigrationPhase{kubevirtv1.MigrationWaitingForSync, kubevirtv1.MigrationPending,
+		kubevirtv1.MigrationScheduling, kubevirtv1.MigrationScheduled, kubevirtv1.MigrationPreparingTarget,
+		kubevirtv1.MigrationTargetReady, kubevirtv1.MigrationRunning, kubevirtv1.MigrationSucceeded}
+	if diff := cmp.Diff(wantOut, phasesOf(out)); diff != "" {
+		t.Errorf("source migration phases (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantIn, phasesOf(in)); diff != "" {
+		t.Errorf("target migration phases (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{syncAddress("target")}, in.Status.SynchronizationAddresses); diff != "" {
+		t.Errorf("target migration's synchronizationAddresses (-want,+got):\n%s", diff)
+	}
+
+	// The source: halted, nothing left running.
+	vm := waitPrintable(t, src.Client, ns, "web", kubevirtv1.VirtualMachineStatusStopped, false)
+	if RunStrategy := simulator.RunStrategy(vm); RunStrategy != kubevirtv1.RunStrategyHalted {
+		t.Errorf("source VM runStrategy = %s, want Halted", RunStrategy)
+	}
+	if err := get(ctx, src.Client, ns, "web", &kubevirtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+		t.Errorf("source instance after the move: %v, want NotFound", err)
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) { return len(launcherPods(t, src.Client, ns, "web")) == 0, nil }); err != nil {
+		t.Errorf("source launcher pod left: %v", err)
+	}
+
+	// The target: running, on its node, as a plain instance.
+	vm = waitPrintable(t, dst.Client, ns, "web", kubevirtv1.VirtualMachineStatusRunning, true)
+	if RunStrategy := simulator.RunStrategy(vm); RunStrategy != kubevirtv1.RunStrategyAlways {
+		t.Errorf("target VM runStrategy = %s, want Always (its restore annotation)", RunStrategy)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := get(ctx, dst.Client, ns, "web", vmi); err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.NodeName != "n-"+ns || vmi.IsMigrationTarget() ||
+		vmi.Status.MigrationState == nil || !vmi.Status.MigrationState.Completed || vmi.Status.MigrationState.Failed {
+		t.Errorf("target instance phase %s node %s receiver %v migrationState %+v; want Running on n-%s, no receiver, completed",
+			vmi.Status.Phase, vmi.Status.NodeName, vmi.IsMigrationTarget(), vmi.Status.MigrationState, ns)
+	}
+	if pods := launcherPods(t, dst.Client, ns, "web"); len(pods) != 1 || pods[0].Spec.NodeName != "n-"+ns {
+		t.Errorf("target launcher pods = %v, want one on n-%s", podNodes(pods), ns)
+	}
+}
+
+// TestMigrationFailsHalfway: a migration that fails once both sides run
+// it leaves both migrations Failed, the source VM running where it was,
+// and the target VM not running, its receiver waiting with no pod.
+func TestMigrationFailsHalfway(t *testing.T) {
+	ctx := t.Context()
+	const ns = "halfway"
+	src, dst := liveMoveSetup(t, ns, "web", idFailsHalfway+"-1")
+
+	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationFailed)
+	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationFailed)
+	for _, m := range []*kubevirtv1.VirtualMachineInstanceMigration{out, in} {
+		phases := phasesOf(m)
+		if len(phases) < 2 || phases[len(phases)-2] != kubevirtv1.MigrationRunning {
+			t.Errorf("migration %s phases %v, want Running then Failed (halfway)", m.Name, phases)
+		}
+		if m.Status.MigrationState == nil || !m.Status.MigrationState.Failed || m.Status.MigrationState.FailureReason == "" {
+			t.Errorf("migration %s migrationState %+v, want failed with a reason", m.Name, m.Status.MigrationState)
+		}
+	}
+
+	waitPrintable(t, src.Client, ns, "web", kubevirtv1.VirtualMachineStatusRunning, true)
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := get(ctx, src.Client, ns, "web", vmi); err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.MigrationState == nil || !vmi.Status.MigrationState.Failed {
+		t.Errorf("source instance phase %s migrationState %+v, want Running with a failed migration", vmi.Status.Phase, vmi.Status.MigrationState)
+	}
+	if pods := launcherPods(t, src.Client, ns, "web"); len(pods) != 1 {
+		t.Errorf("source launcher pods = %v, want the one it had", podNodes(pods))
+	}
+
+	waitPrintable(t, dst.Client, ns, "web", kubevirtv1.VirtualMachineStatusWaitingForReceiver, false)
+	if err := get(ctx, dst.Client, ns, "web", vmi); err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.Phase != kubevirtv1.WaitingForSync || vmi.Status.MigrationState == nil || !vmi.Status.MigrationState.Failed {
+		t.Errorf("receiver phase %s migrationState %+v, want WaitingForSync with a failed migration", vmi.Status.Phase, vmi.Status.MigrationState)
+	}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) { return len(launcherPods(t, dst.Client, ns, "web")) == 0, nil }); err != nil {
+		t.Errorf("receiver launcher pod left after the failure: %v", err)
+	}
+}
+
+// TestReceiverNeverReady: while the receiver gets no pod, the target
+// migration waits in Pending, the source one in Scheduling, and the
+// source VM keeps running.
+func TestReceiverNeverReady(t *testing.T) {
+	const ns = nsReceiverNeverReady
+	src, dst := liveMoveSetup(t, ns, "web", "never-ready-1")
+	waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationPending)
+	waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationScheduling)
+	if pods := launcherPods(t, dst.Client, ns, "web"); len(pods) != 0 {
+		t.Errorf("receiver that never gets ready has launcher pods %v", podNodes(pods))
+	}
+	waitPrintable(t, src.Client, ns, "web", kubevirtv1.VirtualMachineStatusRunning, true)
+	waitPrintable(t, dst.Client, ns, "web", kubevirtv1.VirtualMachineStatusWaitingForReceiver, false)
 }

@@ -68,10 +68,10 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // setupMoves registers what plays moving VMs between clusters:
-// VirtualMachineExports. Each runs where the spoke serves its kind and the
-// manager's scheme knows it (the test fleets install the CRD;
-// fleetvm-agent's scheme, which the local fleet runs the simulator with,
-// has no exports).
+// VirtualMachineExports and decentralized migrations. Each runs where the
+// spoke serves its kind and the manager's scheme knows it (the test
+// fleets install both CRDs; fleetvm-agent's scheme, which the local fleet
+// runs the simulator with, has no exports).
 func (s *Simulator) setupMoves(mgr ctrl.Manager) error {
 	serves := func(gvk schema.GroupVersionKind) bool {
 		if !mgr.GetScheme().Recognizes(gvk) {
@@ -91,6 +91,16 @@ func (s *Simulator) setupMoves(mgr ctrl.Manager) error {
 			Complete(exportReconciler{s})
 		if err != nil {
 			return fmt.Errorf("set up KubeVirt export simulator: %w", err)
+		}
+	}
+	if serves(kubevirtv1.VirtualMachineInstanceMigrationGroupVersionKind) {
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("kubevirt-simulator-migration").
+			For(&kubevirtv1.VirtualMachineInstanceMigration{}).
+			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(s.migrationsOf)).
+			Complete(migrationReconciler{s})
+		if err != nil {
+			return fmt.Errorf("set up KubeVirt migration simulator: %w", err)
 		}
 	}
 	return nil
@@ -116,7 +126,7 @@ func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
 			names[r.Name] = true
 		}
 		s.mu.Lock()
-		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "datavolumes", "datasources", "virtualmachineexports"} {
+		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations", "datavolumes", "datasources", "virtualmachineexports"} {
 			if names[r] {
 				s.statusSubresource[r] = names[r+"/status"]
 			}

@@ -24,10 +24,14 @@
 //
 // For moving VMs between clusters it plays KubeVirt's VirtualMachineExport
 // (export.go: Pending while the source is in use, then Ready with links
-// and a token Secret) and CDI imports from an export's volume URL (failed
-// while no Ready export serves it). What one cluster cannot see of another
-// goes through a stand-in the test fleet wires: Options.Exports.
-// Options.Faults are the test knobs for the failures of a move.
+// and a token Secret), CDI imports from an export's volume URL (failed
+// while no Ready export serves it), and KubeVirt 1.7's decentralized live
+// migration (migration.go: a receiver instance for a VM with runStrategy
+// WaitAsReceiver, both clusters' migrations walking their phases, the
+// source halted and the target running at the end). What one cluster
+// cannot see of another goes through stand-ins the test fleet wires:
+// Options.Exports and a shared SyncNetwork. Options.Faults are the test
+// knobs for the failures of a move.
 package simulator
 
 import (
@@ -79,6 +83,8 @@ type Simulator struct {
 
 	exportProxyHost string
 	exports         func(ctx context.Context, url string) (bool, error)
+	syncAddress     string
+	network         *SyncNetwork
 	faults          Faults
 }
 
@@ -111,6 +117,15 @@ type Options struct {
 	// none serves then reads as 404 Not Found, whatever its host. Nil:
 	// other hosts do not resolve and such imports fail.
 	Exports func(ctx context.Context, url string) (ready bool, err error)
+	// SyncAddress is this cluster's synchronization controller address,
+	// which KubeVirt reports in migrations' status.synchronizationAddresses
+	// and which a source migration names in spec.sendTo.connectURL.
+	SyncAddress string
+	// SyncNetwork stands in for the network between the clusters'
+	// synchronization controllers; share one across a test fleet's spokes.
+	// Nil: a network of this simulator's own (migrations between
+	// namespaces of this cluster).
+	SyncNetwork *SyncNetwork
 	// Faults are the failures this simulator plays.
 	Faults Faults
 }
@@ -123,6 +138,17 @@ type Faults struct {
 	// Unknown (KubeVirt's reason for an exporter pod neither pending nor
 	// ready), and issues no links, so imports from it fail.
 	ExportFails func(export types.NamespacedName) bool
+	// ReceiverNeverReady tells whether a decentralized migration into this
+	// VM never gets its receiver's virt-launcher pod, as when the target
+	// cluster cannot place it: the target migration stays Pending, the
+	// source one Scheduling, and the source VM keeps running.
+	ReceiverNeverReady func(vm types.NamespacedName) bool
+	// MigrationFailsHalfway tells whether the decentralized migration with
+	// this migrationID fails once both sides run it: both migrations go
+	// Failed, the source VM keeps running, and the target VM is left not
+	// running, its receiver waiting again. Set it on the source cluster's
+	// simulator (the source decides; the target follows).
+	MigrationFailsHalfway func(migrationID string) bool
 }
 
 // New returns a Simulator.
@@ -130,6 +156,10 @@ func New(opts Options) *Simulator {
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
+	}
+	network := opts.SyncNetwork
+	if network == nil {
+		network = NewSyncNetwork()
 	}
 	return &Simulator{
 		client:            opts.Client,
@@ -140,6 +170,8 @@ func New(opts Options) *Simulator {
 		statusSubresource: map[string]bool{},
 		exportProxyHost:   opts.ExportProxyHost,
 		exports:           opts.Exports,
+		syncAddress:       opts.SyncAddress,
+		network:           network,
 		faults:            opts.Faults,
 	}
 }

@@ -81,20 +81,32 @@ func cluster(t *testing.T, name, ns string) *fleetenv.Cluster {
 	return s
 }
 
-// proxyHost is the host of a spoke's export proxy: what the simulators'
-// stand-in for the network between the spokes routes by.
-func proxyHost(spoke string) string { return "virt-exportproxy." + spoke + ".invalid" }
+// proxyHost is the host of a spoke's export proxy, syncAddress the
+// address of its synchronization controller: what the simulators' stand-ins
+// for the network between the spokes route by.
+func proxyHost(spoke string) string   { return "virt-exportproxy." + spoke + ".invalid" }
+func syncAddress(spoke string) string { return "sync." + spoke + ".invalid:9185" }
 
-// nsExportFails is where the simulators play an exporter that fails.
-const nsExportFails = "export-fails"
+// Namespaces (and migration IDs) where the simulators play the failures of
+// a move: an exporter that fails, a receiver that never gets a pod, a
+// migration that fails once both sides run it.
+const (
+	nsExportFails        = "export-fails"
+	nsReceiverNeverReady = "never-ready"
+	idFailsHalfway       = "fails-halfway"
+)
 
 var faults = simulator.Faults{
-	ExportFails: func(ex types.NamespacedName) bool { return ex.Namespace == nsExportFails },
+	ExportFails:           func(ex types.NamespacedName) bool { return ex.Namespace == nsExportFails },
+	ReceiverNeverReady:    func(vm types.NamespacedName) bool { return vm.Namespace == nsReceiverNeverReady },
+	MigrationFailsHalfway: func(id string) bool { return strings.HasPrefix(id, idFailsHalfway) },
 }
 
 // startSimulators runs a simulator on each spoke for the whole package,
-// wired together as a fleet: each one's Exports asks the others.
+// wired together as a fleet: one SyncNetwork, and each one's Exports asking
+// the others.
 func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+	network := simulator.NewSyncNetwork()
 	var sims []*simulator.Simulator
 	exports := func(ctx context.Context, url string) (bool, error) {
 		for _, s := range sims {
@@ -114,7 +126,7 @@ func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, er
 			return nil, err
 		}
 		sim := simulator.New(simulator.Options{Client: mgr.GetClient(), ExportProxyHost: proxyHost(spoke.Name), Exports: exports,
-			Faults: faults})
+			SyncAddress: syncAddress(spoke.Name), SyncNetwork: network, Faults: faults})
 		if err := sim.SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
