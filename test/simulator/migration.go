@@ -85,10 +85,38 @@ type migrationSide struct {
 	start *metav1.Time
 }
 
+// publish records a side's state. A side never moves back: a pass that
+// read its migration before the last write publishes nothing older.
 func (n *SyncNetwork) publish(k syncKey, side migrationSide) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if old, ok := n.sides[k]; ok && old.migrationUID == side.migrationUID && phaseRank(old.phase) > phaseRank(side.phase) {
+		return
+	}
 	n.sides[k] = side
+}
+
+// phaseRank orders a decentralized migration's phases, the final ones last.
+func phaseRank(p kubevirtv1.VirtualMachineInstanceMigrationPhase) int {
+	switch p {
+	case kubevirtv1.MigrationSynchronizing, kubevirtv1.MigrationWaitingForSync:
+		return 1
+	case kubevirtv1.MigrationPending:
+		return 2
+	case kubevirtv1.MigrationScheduling:
+		return 3
+	case kubevirtv1.MigrationScheduled:
+		return 4
+	case kubevirtv1.MigrationPreparingTarget:
+		return 5
+	case kubevirtv1.MigrationTargetReady:
+		return 6
+	case kubevirtv1.MigrationRunning:
+		return 7
+	case kubevirtv1.MigrationSucceeded, kubevirtv1.MigrationFailed:
+		return 8
+	}
+	return 0
 }
 
 // peer returns what the other side of k published.
@@ -117,6 +145,12 @@ type migrationView struct {
 	targetPod bool
 	// failsHalfway: Faults.MigrationFailsHalfway.
 	failsHalfway bool
+	// done and failed: the instance's migration state says this migration
+	// completed or failed (failure its reason), whatever phase the
+	// migration shows: the instance is written first, so a pass that
+	// reads the migration before its last write catches up from there.
+	done, failed bool
+	failure      string
 }
 
 // nextMigrationPhase decides a migration's next phase, and the failure
@@ -124,6 +158,10 @@ type migrationView struct {
 func nextMigrationPhase(v migrationView) (kubevirtv1.VirtualMachineInstanceMigrationPhase, string) {
 	p := v.peer
 	switch {
+	case v.failed:
+		return kubevirtv1.MigrationFailed, v.failure
+	case v.done:
+		return kubevirtv1.MigrationSucceeded, ""
 	case !v.vmi:
 		return kubevirtv1.MigrationFailed, "Migration failed because vmi does not exist."
 	case v.target && !v.receiver:
@@ -252,6 +290,9 @@ func (r migrationReconciler) reconcile(ctx context.Context, m *kubevirtv1.Virtua
 	}
 	if vmi != nil {
 		v.vmi, v.receiver, v.running = true, vmi.IsMigrationTarget(), vmi.Status.Phase == kubevirtv1.Running
+		if ms := vmi.Status.MigrationState; ms != nil && ms.MigrationUID == m.UID && ms.Completed {
+			v.done, v.failed, v.failure = !ms.Failed, ms.Failed, ms.FailureReason
+		}
 	}
 	if f := r.faults.MigrationFailsHalfway; f != nil {
 		v.failsHalfway = f(key.migrationID)
@@ -267,7 +308,10 @@ func (r migrationReconciler) reconcile(ctx context.Context, m *kubevirtv1.Virtua
 		r.publish(m, key, vmi)
 		return ctrl.Result{RequeueAfter: max(peerPoll, r.stepDelay)}, nil
 	}
-	if vmi != nil {
+	// A target migration writes only into a receiver (or the instance it
+	// received into); the instance's state is written before the
+	// migration's.
+	if vmi != nil && (!key.target || v.receiver || v.done || v.failed) {
 		var err error
 		if vmi, err = r.stepInstance(ctx, m, key, vmi, v.peer, next, failure); err != nil {
 			return ctrl.Result{}, err
@@ -319,6 +363,9 @@ func (r migrationReconciler) publish(m *kubevirtv1.VirtualMachineInstanceMigrati
 // stepInstance writes into the migration's instance what KubeVirt's
 // components write there at the migration's next phase.
 func (r migrationReconciler) stepInstance(ctx context.Context, m *kubevirtv1.VirtualMachineInstanceMigration, key syncKey, vmi *kubevirtv1.VirtualMachineInstance, peer *migrationSide, next kubevirtv1.VirtualMachineInstanceMigrationPhase, failure string) (*kubevirtv1.VirtualMachineInstance, error) {
+	if ms := vmi.Status.MigrationState; ms != nil && ms.MigrationUID == m.UID && ms.Completed {
+		return vmi, nil // written by an earlier pass
+	}
 	now := metav1.NewTime(r.clock.Now())
 	before := vmi
 	vmi = vmi.DeepCopy()

@@ -77,6 +77,22 @@ func TestNextMigrationPhase(t *testing.T) {
 		"target receives":                       {view: target(kubevirtv1.MigrationTargetReady, started), want: kubevirtv1.MigrationRunning},
 		"target waits for the source to finish": {view: target(kubevirtv1.MigrationRunning, started), want: kubevirtv1.MigrationRunning},
 		"target completes":                      {view: target(kubevirtv1.MigrationRunning, peerIn(kubevirtv1.MigrationSucceeded)), want: kubevirtv1.MigrationSucceeded},
+		"target whose instance completed it": {
+			view: func() migrationView {
+				v := target(kubevirtv1.MigrationRunning, started)
+				v.receiver, v.done = false, true
+				return v
+			}(),
+			want: kubevirtv1.MigrationSucceeded,
+		},
+		"source whose instance failed it": {
+			view: func() migrationView {
+				v := source(kubevirtv1.MigrationRunning, started)
+				v.failed, v.failure = true, "Live migration failed"
+				return v
+			}(),
+			want: kubevirtv1.MigrationFailed, wantFailed: true,
+		},
 		"target instance is no receiver": {
 			view: func() migrationView { v := target("", nil); v.receiver = false; return v }(),
 			want: kubevirtv1.MigrationFailed, wantFailed: true,

@@ -123,8 +123,9 @@ type Options struct {
 	SyncAddress string
 	// SyncNetwork stands in for the network between the clusters'
 	// synchronization controllers; share one across a test fleet's spokes.
-	// Nil: a network of this simulator's own (migrations between
-	// namespaces of this cluster).
+	// Nil: a network of this simulator's own, which serves migrations
+	// between namespaces of this cluster (with SyncAddress set, and named
+	// in connectURL).
 	SyncNetwork *SyncNetwork
 	// Faults are the failures this simulator plays.
 	Faults Faults
