@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,6 +21,26 @@ import (
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
+
+// runs counts, per name, the runs of the tests that use it (go test
+// -count=N runs each test N times against the same API servers).
+var runs = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
+
+// fresh returns base on a test's first run and base-2, base-3, ... on the
+// next ones, so that a test run again meets nothing of its last run: its
+// namespaces, nodes and migration IDs are its own.
+func fresh(base string) string {
+	runs.Lock()
+	defer runs.Unlock()
+	runs.n[base]++
+	if n := runs.n[base]; n > 1 {
+		return fmt.Sprintf("%s-%d", base, n)
+	}
+	return base
+}
 
 func vmExport(ns, name, kind, source string) *exportv1beta1.VirtualMachineExport {
 	ref := corev1.TypedLocalObjectReference{Kind: kind, Name: source}
@@ -128,9 +149,9 @@ func stoppedVMWithDisk(t *testing.T, c *fleetenv.Cluster, ns, name string) {
 // again takes the export back to Pending.
 func TestExportOfVM(t *testing.T) {
 	ctx := t.Context()
-	const ns = "export-vm"
+	ns := fresh("export-vm")
 	s := spoke(t, ns)
-	testNode(t, s, "n-export-vm")
+	testNode(t, s, "n-"+ns)
 	if err := s.Client.Create(ctx, agenttest.VM(ns, "db", agenttest.DataVolumeTemplate("db-root", agenttest.HTTPSource("https://images.example/rhel9.qcow2")))); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +160,7 @@ func TestExportOfVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := waitExport(t, s.Client, ns, "db", exportv1beta1.Pending, simulator.ReasonExportInUse)
-	if r := exportReady(ex); r.Status != corev1.ConditionFalse || r.Message != "Virtual Machine export-vm/db is running" {
+	if r := exportReady(ex); r.Status != corev1.ConditionFalse || r.Message != "Virtual Machine "+ns+"/db is running" {
 		t.Errorf("Ready of an export of a running VM = %+v, want False naming the running VM", r)
 	}
 	if ex.Status.Links != nil && (ex.Status.Links.Internal != nil || ex.Status.Links.External != nil) {
@@ -151,8 +172,8 @@ func TestExportOfVM(t *testing.T) {
 	if r := exportReady(ex); r.Status != corev1.ConditionTrue {
 		t.Errorf("Ready = %+v, want True", r)
 	}
-	internal := "https://virt-export-db.export-vm.svc"
-	external := "https://" + proxyHost("spoke") + "/api/export.kubevirt.io/v1beta1/namespaces/export-vm/virtualmachineexports/db"
+	internal := "https://virt-export-db." + ns + ".svc"
+	external := "https://" + proxyHost("spoke") + "/api/export.kubevirt.io/v1beta1/namespaces/" + ns + "/virtualmachineexports/db"
 	link := func(base, kind string) *exportv1beta1.VirtualMachineExportLink {
 		return &exportv1beta1.VirtualMachineExportLink{
 			Manifests: []exportv1beta1.VirtualMachineExportManifest{
@@ -192,7 +213,7 @@ func TestExportOfVM(t *testing.T) {
 // PVCReady=False (PVCNotFound); one of a VM with no disks is Skipped.
 func TestExportOfClaim(t *testing.T) {
 	ctx := t.Context()
-	const ns = "export-claim"
+	ns := fresh("export-claim")
 	s := spoke(t, ns)
 	dv, _ := goldenImage(ns, "image", "https://images.example/fedora.qcow2")
 	for _, o := range []client.Object{dv, vmExport(ns, "image", "PersistentVolumeClaim", "image"),
@@ -215,8 +236,8 @@ func TestExportOfClaim(t *testing.T) {
 		t.Errorf("PVCReady of an export of a Bound claim = %q, want True PVCBound", got)
 	}
 	wantVolumes := []exportv1beta1.VirtualMachineExportVolume{{Name: "image", Formats: []exportv1beta1.VirtualMachineExportVolumeFormat{
-		{Format: exportv1beta1.KubeVirtRaw, Url: "https://virt-export-image.export-claim.svc/volumes/image/disk.img"},
-		{Format: exportv1beta1.KubeVirtGz, Url: "https://virt-export-image.export-claim.svc/volumes/image/disk.img.gz"},
+		{Format: exportv1beta1.KubeVirtRaw, Url: "https://virt-export-image." + ns + ".svc/volumes/image/disk.img"},
+		{Format: exportv1beta1.KubeVirtGz, Url: "https://virt-export-image." + ns + ".svc/volumes/image/disk.img.gz"},
 	}}}
 	if diff := cmp.Diff(wantVolumes, ex.Status.Links.Internal.Volumes); diff != "" || len(ex.Status.Links.Internal.Manifests) != 0 {
 		t.Errorf("internal volumes (-want,+got):\n%s\nmanifests: %v (want none for a claim)", diff, ex.Status.Links.Internal.Manifests)
@@ -236,24 +257,25 @@ func TestExportOfClaim(t *testing.T) {
 // no export of the target cluster has.
 func TestImportFromExport(t *testing.T) {
 	ctx := t.Context()
-	src := spoke(t, "cold-move")
-	stoppedVMWithDisk(t, src, "cold-move", "db")
-	if err := src.Client.Create(ctx, vmExport("cold-move", "db", "VirtualMachine", "db")); err != nil {
+	ns, failNS := fresh("cold-move"), fresh(nsExportFails)
+	src := spoke(t, ns)
+	stoppedVMWithDisk(t, src, ns, "db")
+	if err := src.Client.Create(ctx, vmExport(ns, "db", "VirtualMachine", "db")); err != nil {
 		t.Fatal(err)
 	}
-	ex := waitExport(t, src.Client, "cold-move", "db", exportv1beta1.Ready, simulator.ReasonExportPodReady)
+	ex := waitExport(t, src.Client, ns, "db", exportv1beta1.Ready, simulator.ReasonExportPodReady)
 
-	failSrc := cluster(t, "spoke", nsExportFails)
-	stoppedVMWithDisk(t, failSrc, nsExportFails, "db")
-	if err := failSrc.Client.Create(ctx, vmExport(nsExportFails, "db", "VirtualMachine", "db")); err != nil {
+	failSrc := cluster(t, "spoke", failNS)
+	stoppedVMWithDisk(t, failSrc, failNS, "db")
+	if err := failSrc.Client.Create(ctx, vmExport(failNS, "db", "VirtualMachine", "db")); err != nil {
 		t.Fatal(err)
 	}
-	failing := waitExport(t, failSrc.Client, nsExportFails, "db", exportv1beta1.Pending, simulator.ReasonExportUnknown)
+	failing := waitExport(t, failSrc.Client, failNS, "db", exportv1beta1.Pending, simulator.ReasonExportUnknown)
 	if failing.Status.Links != nil && failing.Status.Links.External != nil {
 		t.Errorf("a failing export issued links: %+v", failing.Status.Links)
 	}
 
-	dst := cluster(t, "target", "cold-move")
+	dst := cluster(t, "target", ns)
 	externalURL := func(ns, export string) string {
 		return fmt.Sprintf("https://%s/api/export.kubevirt.io/v1beta1/namespaces/%s/virtualmachineexports/%s/volumes/db-root/disk.img.gz",
 			proxyHost("spoke"), ns, export)
@@ -264,22 +286,22 @@ func TestImportFromExport(t *testing.T) {
 		message string
 	}{
 		"external-link":  {url: ex.Status.Links.External.Volumes[0].Formats[1].Url, want: cdiv1beta1.Succeeded},
-		"no-such-export": {url: externalURL("cold-move", "nope"), want: cdiv1beta1.Failed, message: "404"},
-		"export-fails":   {url: externalURL(nsExportFails, "db"), want: cdiv1beta1.Failed, message: "404"},
+		"no-such-export": {url: externalURL(ns, "nope"), want: cdiv1beta1.Failed, message: "404"},
+		"export-fails":   {url: externalURL(failNS, "db"), want: cdiv1beta1.Failed, message: "404"},
 		"internal-link":  {url: ex.Status.Links.Internal.Volumes[0].Formats[0].Url, want: cdiv1beta1.Failed, message: "404"},
-		"other-volume":   {url: strings.Replace(externalURL("cold-move", "db"), "db-root", "db-data", 1), want: cdiv1beta1.Failed, message: "404"},
-		"unknown-format": {url: strings.Replace(externalURL("cold-move", "db"), "disk.img.gz", "disk.qcow2", 1), want: cdiv1beta1.Failed, message: "404"},
+		"other-volume":   {url: strings.Replace(externalURL(ns, "db"), "db-root", "db-data", 1), want: cdiv1beta1.Failed, message: "404"},
+		"unknown-format": {url: strings.Replace(externalURL(ns, "db"), "disk.img.gz", "disk.qcow2", 1), want: cdiv1beta1.Failed, message: "404"},
 	}
-	if cases["external-link"].url != externalURL("cold-move", "db") {
-		t.Fatalf("external gzip link = %s, want %s", cases["external-link"].url, externalURL("cold-move", "db"))
+	if cases["external-link"].url != externalURL(ns, "db") {
+		t.Fatalf("external gzip link = %s, want %s", cases["external-link"].url, externalURL(ns, "db"))
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			dv, _ := goldenImage("cold-move", name, tc.url)
+			dv, _ := goldenImage(ns, name, tc.url)
 			if err := dst.Client.Create(ctx, dv); err != nil {
 				t.Fatal(err)
 			}
-			got := waitDataVolume(t, dst.Client, "cold-move", name, tc.want)
+			got := waitDataVolume(t, dst.Client, ns, name, tc.want)
 			if tc.want == cdiv1beta1.Failed {
 				var ready *cdiv1beta1.DataVolumeCondition
 				for i := range got.Status.Conditions {
@@ -292,7 +314,7 @@ func TestImportFromExport(t *testing.T) {
 				}
 				return
 			}
-			if err := get(ctx, dst.Client, "cold-move", name, &corev1.PersistentVolumeClaim{}); err != nil {
+			if err := get(ctx, dst.Client, ns, name, &corev1.PersistentVolumeClaim{}); err != nil {
 				t.Errorf("claim of an import from the export: %v", err)
 			}
 		})
@@ -385,8 +407,8 @@ func phasesOf(m *kubevirtv1.VirtualMachineInstanceMigration) []kubevirtv1.Virtua
 // target cluster's node.
 func TestDecentralizedMigration(t *testing.T) {
 	ctx := t.Context()
-	const ns = "live-move"
-	src, dst := liveMoveSetup(t, ns, "web", "live-move-1")
+	ns := fresh("live-move")
+	src, dst := liveMoveSetup(t, ns, "web", ns)
 
 	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationSucceeded)
 	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationSucceeded)
@@ -442,8 +464,8 @@ func TestDecentralizedMigration(t *testing.T) {
 // and the target VM not running, its receiver waiting with no pod.
 func TestMigrationFailsHalfway(t *testing.T) {
 	ctx := t.Context()
-	const ns = "halfway"
-	src, dst := liveMoveSetup(t, ns, "web", idFailsHalfway+"-1")
+	ns := fresh("halfway")
+	src, dst := liveMoveSetup(t, ns, "web", fresh(idFailsHalfway))
 
 	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationFailed)
 	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationFailed)
@@ -485,8 +507,8 @@ func TestMigrationFailsHalfway(t *testing.T) {
 // migration waits in Pending, the source one in Scheduling, and the
 // source VM keeps running.
 func TestReceiverNeverReady(t *testing.T) {
-	const ns = nsReceiverNeverReady
-	src, dst := liveMoveSetup(t, ns, "web", "never-ready-1")
+	ns := fresh(nsReceiverNeverReady)
+	src, dst := liveMoveSetup(t, ns, "web", ns)
 	waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationPending)
 	waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationScheduling)
 	if pods := launcherPods(t, dst.Client, ns, "web"); len(pods) != 0 {

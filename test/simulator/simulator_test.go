@@ -87,9 +87,9 @@ func cluster(t *testing.T, name, ns string) *fleetenv.Cluster {
 func proxyHost(spoke string) string   { return "virt-exportproxy." + spoke + ".invalid" }
 func syncAddress(spoke string) string { return "sync." + spoke + ".invalid:9185" }
 
-// Namespaces (and migration IDs) where the simulators play the failures of
-// a move: an exporter that fails, a receiver that never gets a pod, a
-// migration that fails once both sides run it.
+// Prefixes of the namespaces (and migration IDs) where the simulators play
+// the failures of a move: an exporter that fails, a receiver that never
+// gets a pod, a migration that fails once both sides run it.
 const (
 	nsExportFails        = "export-fails"
 	nsReceiverNeverReady = "never-ready"
@@ -97,8 +97,8 @@ const (
 )
 
 var faults = simulator.Faults{
-	ExportFails:           func(ex types.NamespacedName) bool { return ex.Namespace == nsExportFails },
-	ReceiverNeverReady:    func(vm types.NamespacedName) bool { return vm.Namespace == nsReceiverNeverReady },
+	ExportFails:           func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
+	ReceiverNeverReady:    func(vm types.NamespacedName) bool { return strings.HasPrefix(vm.Namespace, nsReceiverNeverReady) },
 	MigrationFailsHalfway: func(id string) bool { return strings.HasPrefix(id, idFailsHalfway) },
 }
 
