@@ -1,10 +1,8 @@
 package simulator_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,26 +19,6 @@ import (
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
-
-// runs counts, per name, the runs of the tests that use it (go test
-// -count=N runs each test N times against the same API servers).
-var runs = struct {
-	sync.Mutex
-	n map[string]int
-}{n: map[string]int{}}
-
-// fresh returns base on a test's first run and base-2, base-3, ... on the
-// next ones, so that a test run again meets nothing of its last run: its
-// namespaces, nodes and migration IDs are its own.
-func fresh(base string) string {
-	runs.Lock()
-	defer runs.Unlock()
-	runs.n[base]++
-	if n := runs.n[base]; n > 1 {
-		return fmt.Sprintf("%s-%d", base, n)
-	}
-	return base
-}
 
 func vmExport(ns, name, kind, source string) *exportv1beta1.VirtualMachineExport {
 	ref := corev1.TypedLocalObjectReference{Kind: kind, Name: source}
@@ -98,20 +76,10 @@ func waitDataVolume(t *testing.T, c client.Client, ns, name string, phase cdiv1b
 	return dv
 }
 
-// testNode creates a node of 4 CPUs and 8Gi on the cluster for the test
-// alone: it goes when the test ends, so that no later test's VM lands on
-// it (nodes are cluster-wide, picked first fit by name).
+// testNode creates a node of 4 CPUs and 8Gi for the test alone.
 func testNode(t *testing.T, c *fleetenv.Cluster, name string) {
 	t.Helper()
-	node, err := c.CreateNode(t.Context(), fleetenv.Node{Name: name, CPU: "4", Memory: "8Gi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Client.Delete(context.Background(), node); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
-	})
+	createNode(t, c, fleetenv.Node{Name: name, CPU: "4", Memory: "8Gi"})
 }
 
 func setRunStrategy(t *testing.T, c client.Client, ns, name string, strategy kubevirtv1.VirtualMachineRunStrategy) {
