@@ -6,12 +6,11 @@ import (
 	"context"
 	"fmt"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -29,6 +28,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/imageinventory"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
@@ -69,7 +69,7 @@ type Options struct {
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size. Of Argo CD
 // Applications the cache keeps only what the hub reads
-// (fleetvirtualmachine.TrimApplication).
+// (delivery.TrimApplication).
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
 // only argocd-cm (whether sync impersonation is on). The kinds FleetVM keeps in
@@ -86,7 +86,7 @@ func CacheOptions(argoNamespace string) cache.Options {
 			&argov1alpha1.ApplicationSet{}:      argo,
 			// What the hub reads of an Application, not its spec and
 			// full status (a ByObject transform replaces the default one).
-			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: fleetvirtualmachine.TrimApplication},
+			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: delivery.TrimApplication},
 			&argov1alpha1.AppProject{}:  argo,
 			gitOpsCluster:               argo,
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{

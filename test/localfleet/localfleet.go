@@ -59,6 +59,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/simulator"
@@ -290,7 +291,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 	f.HubConfig = fleetvirtualmachine.DefaultConfig()
 	f.HubConfig.ArgoNamespace = ArgoNamespace
 	f.HubConfig.GracePeriod = opts.GracePeriod
-	f.HubConfig.Chart = fleetvirtualmachine.ChartSource{
+	f.HubConfig.Chart = delivery.ChartSource{
 		RepoURL: f.chart.URL, Chart: f.chart.Chart.Name, TargetRevision: f.chart.Chart.Version,
 	}
 	if err := f.runHub(runCtx, opts.Logger); err != nil {

@@ -30,10 +30,10 @@ type alarms struct {
 type alarmPurpose int
 
 const (
-	// alarmGrace ends a leaving cluster's grace period (decide.go).
+	// alarmGrace ends a leaving cluster's grace period (placement.Decide).
 	alarmGrace alarmPurpose = iota
 	// alarmOverlay ends a relabelled cluster's wait before its overlay
-	// switches (overlay.go).
+	// switches (placement.ChooseOverlay).
 	alarmOverlay
 )
 

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/validation"
@@ -21,9 +22,9 @@ type Config struct {
 	// spec.placement.environment selects.
 	EnvironmentLabel string
 	// Chart locates the Helm chart that carries inline templates.
-	Chart ChartSource
+	Chart delivery.ChartSource
 	// GracePeriod is how long a cluster must stay excluded by the user's
-	// intent before its VM is removed (decide.go).
+	// intent before its VM is removed (placement.Decide).
 	GracePeriod time.Duration
 	// ImageNamespace is the namespace on the clusters where FleetDiskImages
 	// are imported.
@@ -40,22 +41,12 @@ type Config struct {
 	TenantKinds []metav1.GroupKind
 }
 
-// ChartSource is where Argo CD fetches the fleetvm-vm Helm chart: a git
-// repository and path (the chart ships in deploy/charts/fleetvm-vm), or a
-// Helm repository and chart name.
-type ChartSource struct {
-	RepoURL        string
-	Path           string
-	Chart          string
-	TargetRevision string
-}
-
 // DefaultConfig is the configuration fleetvm-hub starts with.
 func DefaultConfig() Config {
 	return Config{
 		ArgoNamespace:    "argocd",
 		EnvironmentLabel: "env",
-		Chart: ChartSource{
+		Chart: delivery.ChartSource{
 			RepoURL:        "https://github.com/fleetvm/fleetvm.git",
 			Path:           "deploy/charts/fleetvm-vm",
 			TargetRevision: "main",

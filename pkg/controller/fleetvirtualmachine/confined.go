@@ -10,43 +10,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
 
 // In Argo CD's namespace only (the manager caches only argocd-cm there):
 // +kubebuilder:rbac:groups="",namespace=argocd,resources=configmaps,verbs=get;list;watch
 
-// Argo CD's settings ConfigMap and the key that turns sync impersonation
-// on (Argo CD 2.13 and later).
-const (
-	ArgoCDConfigMap  = "argocd-cm"
-	ImpersonationKey = "application.sync.impersonation.enabled"
-)
-
-// impersonation is what argocd-cm says of sync impersonation.
-type impersonation struct {
-	// Known: argocd-cm was read; Problem says why not otherwise.
-	Known   bool
-	Enabled bool
-	Problem string
-}
+// ArgoCDConfigMap is Argo CD's settings ConfigMap; its key
+// status.ImpersonationKey turns sync impersonation on (Argo CD 2.13 and
+// later).
+const ArgoCDConfigMap = "argocd-cm"
 
 // readImpersonation reads argocd-cm from the cache. Argo CD itself syncs
 // nothing without it, so a missing one is Unknown, not off.
-func (r *Reconciler) readImpersonation(ctx context.Context) impersonation {
+func (r *Reconciler) readImpersonation(ctx context.Context) status.Impersonation {
 	cm := &corev1.ConfigMap{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: ArgoCDConfigMap}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
-		return impersonation{Problem: fmt.Sprintf("ConfigMap %s/%s not found", r.Config.ArgoNamespace, ArgoCDConfigMap)}
+		return status.Impersonation{Problem: fmt.Sprintf("ConfigMap %s/%s not found", r.Config.ArgoNamespace, ArgoCDConfigMap)}
 	case err != nil:
-		return impersonation{Problem: fmt.Sprintf("read ConfigMap %s/%s: %v", r.Config.ArgoNamespace, ArgoCDConfigMap, err)}
+		return status.Impersonation{Problem: fmt.Sprintf("read ConfigMap %s/%s: %v", r.Config.ArgoNamespace, ArgoCDConfigMap, err)}
 	}
-	return impersonation{Known: true, Enabled: impersonationEnabled(cm)}
+	return status.Impersonation{Known: true, Enabled: impersonationEnabled(cm)}
 }
 
 // impersonationEnabled is Argo CD's own test (settings.IsImpersonationEnabled).
 func impersonationEnabled(cm *corev1.ConfigMap) bool {
-	return cm.Data[ImpersonationKey] == "true"
+	return cm.Data[status.ImpersonationKey] == "true"
 }
 
 // isArgoCDConfigMap selects argocd-cm in the Argo CD namespace.

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -46,7 +48,7 @@ func (r *Reconciler) claimWinner(ctx context.Context, fvm *fleetv1alpha1.FleetVi
 // CD's resources finalizer, its Placement deleted. The status says why.
 func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner *fleetv1alpha1.FleetVirtualMachine, now metav1.Time) (ctrl.Result, error) {
 	var errs []error
-	name := ChildName(client.ObjectKeyFromObject(fvm))
+	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
 	if obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name); err != nil {
 		errs = append(errs, err)
 	} else if obj != nil {
@@ -71,11 +73,11 @@ func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner 
 		}
 	}
 
-	in := statusInputs{
+	in := status.Inputs{
 		Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
 		Conflict: client.ObjectKeyFromObject(winner).String(),
 	}
-	fvm.Status = computeStatus(in)
+	fvm.Status = status.Compute(in)
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) {
 		errs = append(errs, err)
 	} else if err == nil {

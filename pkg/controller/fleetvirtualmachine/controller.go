@@ -2,47 +2,42 @@
 // Placement picks the clusters, an Argo CD ApplicationSet delivers the VM to
 // each, and the status joins decisions, Applications, agent reports and
 // cluster availability.
+//
+// This package reads and writes; what it decides and builds lives in
+// three packages below it, which import nothing of it:
+//
+//   - placement: where the VM is and goes (Decide, IntentFor, Pick,
+//     ChooseOverlay);
+//   - status: the FleetVirtualMachine's status from what was read and
+//     decided (Compute);
+//   - delivery: the ApplicationSet and the names and labels of the
+//     objects in the Argo CD namespace (Renderer, ChildName).
+//
+// Files: controller.go (the Reconciler and Reconcile), reconcile.go (its
+// phases over a scope), observe.go (the reads), placement.go (the
+// candidate Placement), gitops.go (the ApplicationSet and Applications),
+// tenant.go (the AppProject and the namespace on the clusters),
+// record.go (the status write and events), delete.go, watches.go.
 package fleetvirtualmachine
 
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
-	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
-	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -70,7 +65,7 @@ type Reconciler struct {
 	alarms *alarms
 	// load counts FleetVirtualMachines per cluster, for picking from
 	// candidate Placements (SetupWithManager).
-	load *clusterLoad
+	load *placement.ClusterLoad
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
@@ -104,7 +99,7 @@ type Reconciler struct {
 //
 //  1. read: the Placement and the scheduler's decision, the Applications,
 //     the clusters (labels, sets), the agents' reports;
-//  2. decide (decide.go, pure): where the VM stays, leaves, is removed,
+//  2. decide (placement.Decide, pure): where the VM stays, leaves, is removed,
 //     is added;
 //  3. write the Placement when the intent or where the VM runs changed;
 //  4. record the decision in the status, before acting on it: the write
@@ -179,7 +174,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if was == nil || was.Name == "" || fvm.Status.Placement != nil && fvm.Status.Placement.Name == was.Name {
 		return nil
 	}
-	if was.Name != ChildName(client.ObjectKeyFromObject(fvm)) {
+	if was.Name != delivery.ChildName(client.ObjectKeyFromObject(fvm)) {
 		return r.releaseCandidates(ctx, fvm, was.Name)
 	}
 	switch obj, err := r.getOwned(ctx, fvm, &clusterv1beta1.Placement{}, was.Name); {
@@ -195,454 +190,23 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 
 // deliveryTargets are the ApplicationSet's elements: every cluster the VM
 // is delivered to, with the environment the status records for it
-// (overlay.go): a relabelled cluster switches overlay only once its new
+// (placement.ChooseOverlay): a relabelled cluster switches overlay only once its new
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placementOutcome) []deliveryTarget {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
 	}
-	var out []deliveryTarget
-	for _, c := range outcome.delivered() {
+	var out []delivery.Target
+	for _, c := range outcome.Delivered() {
 		env, ok := recorded[c]
 		if mc := obs.Facts[c].Cluster; mc != nil && !ok {
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
-		out = append(out, deliveryTarget{Name: c, Environment: env})
+		out = append(out, delivery.Target{Name: c, Environment: env})
 	}
-	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, overlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
+	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, placement.OverlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
 	return out
-}
-
-// readClusterState turns what observe read into the status inputs of the
-// clusters the outcome lists.
-func (r *Reconciler) readClusterState(obs *observation, in *statusInputs) {
-	in.Apps = map[string]appState{}
-	for c, app := range obs.Apps {
-		in.Apps[c] = appStateOf(app)
-	}
-	in.Clusters = map[string]clusterInfo{}
-	in.Reports = map[string]*fleetv1alpha1.VMState{}
-	for c := range in.Outcome.Clusters {
-		if mc := obs.Facts[c].Cluster; mc != nil {
-			info := clusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
-			if cond := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); cond != nil {
-				info.Available = cond.Status
-			}
-			in.Clusters[c] = info
-		}
-		if rep, ok := obs.Reports[c]; ok {
-			in.Reports[c] = rep
-		}
-	}
-}
-
-// appStateOf is what the status shows of an Application: Argo CD's sync
-// and health, and its own error when it cannot render or sync.
-func appStateOf(app *argov1alpha1.Application) appState {
-	s := appState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
-	for _, c := range app.Status.Conditions {
-		if c.IsError() {
-			s.Error = joinMessage(s.Error, c.Message)
-		}
-	}
-	// A failed sync, or one Argo CD retries after a failure: its message,
-	// and what it says of each resource that failed (such as "resource
-	// rbac.authorization.k8s.io:ClusterRoleBinding is not permitted in
-	// project ...").
-	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError ||
-		op.Phase == synccommon.OperationRunning && op.RetryCount > 0) {
-		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
-		if op.SyncResult != nil {
-			for _, res := range op.SyncResult.Resources {
-				if res != nil && res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
-					msg += "; " + res.Message
-				}
-			}
-		}
-		s.Error = joinMessage(s.Error, msg)
-	}
-	const most = 512
-	if len(s.Error) > most {
-		s.Error = s.Error[:most] + "…"
-	}
-	return s
-}
-
-// reportDeliveryError shows an ApplicationSet write that failed after the
-// status was recorded: Delivered turns False with the error.
-func (r *Reconciler) reportDeliveryError(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, err error) {
-	before := fvm.DeepCopy()
-	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
-		Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryFailed,
-		Message: truncate(err.Error(), maxErrorInMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-	})
-	if werr := r.patchStatusIfChanged(ctx, before, fvm); werr != nil && !write.Stale(werr) {
-		log.FromContext(ctx).Error(werr, "report delivery error in status")
-	}
-}
-
-// recordClusterChanges emits an event when a cluster starts leaving, its
-// VM's removal starts, or a removal is confirmed.
-func (r *Reconciler) recordClusterChanges(fvm *fleetv1alpha1.FleetVirtualMachine, prev fleetv1alpha1.FleetVirtualMachineStatus, outcome placementOutcome) {
-	was := map[string]fleetv1alpha1.ClusterStatus{}
-	for _, c := range prev.Clusters {
-		was[c.Cluster] = c
-	}
-	for _, c := range slices.Sorted(maps.Keys(outcome.Clusters)) {
-		plan, old := outcome.Clusters[c], was[c]
-		switch {
-		case plan.State == stateLeaving && old.LeavingSince == nil:
-			r.Recorder.Eventf(fvm, "Normal", "ClusterLeaving",
-				"Cluster %s no longer qualifies (%s); its VM is removed if it does not qualify again within %s", c, plan.Reason, r.Config.GracePeriod)
-		case plan.State == stateRemoving && old.RemovingSince == nil:
-			r.Recorder.Eventf(fvm, "Normal", "ClusterRemoving",
-				"Removing the VM from cluster %s: it did not qualify for %s (%s)", c, r.Config.GracePeriod, plan.Reason)
-		}
-	}
-	for _, c := range outcome.Dropped {
-		if _, ok := was[c]; ok {
-			r.Recorder.Eventf(fvm, "Normal", "ClusterRemoved", "The VM is gone from cluster %s", c)
-		}
-	}
-}
-
-// readDiskImages reads the FleetDiskImages the VM boots from.
-func (r *Reconciler) readDiskImages(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, in *statusInputs) error {
-	in.Images = map[string]*fleetv1alpha1.FleetDiskImage{}
-	var errs []error
-	for _, d := range fvm.Spec.DiskImages {
-		fdi := &fleetv1alpha1.FleetDiskImage{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: d.Name}, fdi)
-		switch {
-		case apierrors.IsNotFound(err):
-			in.Images[d.Name] = nil
-		case err != nil:
-			errs = append(errs, fmt.Errorf("get FleetDiskImage %s/%s: %w", fvm.Namespace, d.Name, err))
-		default:
-			in.Images[d.Name] = fdi
-		}
-	}
-	return joinErrors(errs)
-}
-
-// observeImages returns the fleet-wide totals of the images and has the
-// tally wake this FleetVirtualMachine when one changes.
-func (r *Reconciler) observeImages(key types.NamespacedName, images []string) map[string]int32 {
-	if r.Images == nil {
-		return nil
-	}
-	return r.Images.Observe(key, images)
-}
-
-// patchStatusIfChanged writes the status only when it differs: a reconcile
-// that finds nothing new issues no write.
-func (r *Reconciler) patchStatusIfChanged(ctx context.Context, before, fvm *fleetv1alpha1.FleetVirtualMachine) error {
-	written, err := write.Status(ctx, r.Client, before, fvm)
-	if err != nil {
-		return fmt.Errorf("write status of %s: %w", klog.KObj(fvm), err)
-	}
-	if written {
-		r.expect.Wrote(fvm)
-	}
-	return nil
-}
-
-// recordTransitions emits an event for the transitions an operator acts
-// on, not for every step of a rollout: Ready becoming True, or leaving
-// True; Placed or Delivered turning False (or False for another reason),
-// and turning True again after that. A FleetVirtualMachine created and
-// rolled out without trouble has one event, Ready.
-func (r *Reconciler) recordTransitions(before, after *fleetv1alpha1.FleetVirtualMachine) {
-	for _, t := range []string{fleetv1alpha1.ConditionPlaced, fleetv1alpha1.ConditionDelivered, fleetv1alpha1.ConditionReady} {
-		old := meta.FindStatusCondition(before.Status.Conditions, t)
-		cur := meta.FindStatusCondition(after.Status.Conditions, t)
-		if kind, ok := transitionEvent(t, old, cur); ok {
-			r.Recorder.Event(after, kind, cur.Reason, cur.Message)
-		}
-	}
-}
-
-// transitionEvent says whether a condition's change is worth an event,
-// and its type.
-func transitionEvent(condition string, old, cur *metav1.Condition) (string, bool) {
-	if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason) {
-		return "", false
-	}
-	was := metav1.ConditionUnknown
-	if old != nil {
-		was = old.Status
-	}
-	if condition == fleetv1alpha1.ConditionReady {
-		switch {
-		case cur.Status == metav1.ConditionTrue && was != metav1.ConditionTrue:
-			return "Normal", true
-		case cur.Status != metav1.ConditionTrue && was == metav1.ConditionTrue:
-			return "Warning", true
-		}
-		return "", false
-	}
-	// Waiting for Argo CD to create the Applications is a step of a
-	// rollout; losing them once delivered is not.
-	rollingOut := func(c *metav1.Condition) bool {
-		return c != nil && c.Reason == fleetv1alpha1.ReasonApplicationsMissing
-	}
-	switch {
-	case cur.Status == metav1.ConditionFalse && rollingOut(cur) && was != metav1.ConditionTrue:
-		return "", false
-	case cur.Status == metav1.ConditionFalse:
-		return "Warning", true
-	case cur.Status == metav1.ConditionTrue && was == metav1.ConditionFalse && !rollingOut(old):
-		return "Normal", true
-	}
-	return "", false
-}
-
-// SetupWithManager registers the controller. Objects in the Argo CD
-// namespace are not owned through owner references (they live in another
-// namespace): they carry labels naming their FleetVirtualMachine, and the
-// watches map them back.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	byLabels := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-		if key, ok := ownerKey(obj); ok {
-			return []reconcile.Request{{NamespacedName: key}}
-		}
-		return nil
-	})
-	// A candidate Placement's users: those that pick more clusters from
-	// it, or every one when it is deleted (the next one recreates it).
-	candidateUsers := func(ctx context.Context, p client.Object, deleted bool) []reconcile.Request {
-		if !isCandidatePlacement(p) {
-			return nil
-		}
-		if deleted {
-			return r.fleetVMsMatching(ctx, "of a candidate Placement", p, client.MatchingFields{IndexStatusPlacement: p.GetName()})
-		}
-		return r.fleetVMsMatching(ctx, "picking from a candidate Placement", p, client.MatchingFields{IndexWantsCandidates: p.GetName()})
-	}
-	placements := handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, ownerOrUsers(ctx, e.Object, candidateUsers, false))
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, ownerOrUsers(ctx, e.ObjectNew, candidateUsers, false))
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, ownerOrUsers(ctx, e.Object, candidateUsers, true))
-		},
-	}
-	r.load = newClusterLoad()
-	loads := handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.trackLoad(e.Object, false)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.trackLoad(e.ObjectNew, false)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.trackLoad(e.Object, true)
-		},
-	}
-	inArgo := builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		return obj.GetNamespace() == r.Config.ArgoNamespace
-	}))
-	decisions := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		name := obj.GetLabels()[clusterv1beta1.PlacementLabel]
-		if name == "" {
-			return nil
-		}
-		p := &clusterv1beta1.Placement{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, p); err != nil {
-			return nil
-		}
-		return ownerOrUsers(ctx, p, candidateUsers, false)
-	})
-	// A report wakes the FleetVirtualMachine it names, and those that
-	// claim a VM it lists (a copy left by another FleetVirtualMachine).
-	reports := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		report, ok := obj.(*fleetv1alpha1.VMReport)
-		if !ok {
-			return nil
-		}
-		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: report.Spec.FleetVM.Namespace, Name: report.Spec.FleetVM.Name}}}
-		for _, vm := range report.Spec.VMs {
-			for _, req := range r.fleetVMsMatching(ctx, "claiming a reported VM", obj, client.InNamespace(vm.Namespace),
-				client.MatchingFields{vmclaim.IndexVM: vm.Namespace + "/" + vm.Name}) {
-				if !slices.Contains(reqs, req) {
-					reqs = append(reqs, req)
-				}
-			}
-		}
-		return reqs
-	})
-	workers := r.MaxConcurrentReconciles
-	if workers == 0 {
-		workers = 4
-	}
-	r.alarms = newAlarms(r.Clock)
-	b := ctrl.NewControllerManagedBy(mgr).
-		WatchesRawSource(source.Channel(r.alarms.events, &handler.EnqueueRequestForObject{}))
-	if r.ImageEvents != nil {
-		b = b.WatchesRawSource(source.Channel(r.ImageEvents, &handler.EnqueueRequestForObject{}))
-	}
-	return b.
-		Named("fleetvirtualmachine").
-		For(&fleetv1alpha1.FleetVirtualMachine{}).
-		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).
-		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
-			builder.WithPredicates(shapeMayFreeUp())).
-		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
-		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
-		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).
-		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
-		Watches(&fleetv1alpha1.VMReport{}, reports).
-		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
-		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
-			builder.WithPredicates(clusterChanged())).
-		Watches(&clusterv1alpha1.AddOnPlacementScore{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsWaitingForClusters),
-			builder.WithPredicates(scoresChanged())).
-		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
-		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
-		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allFleetVMs), builder.WithPredicates(r.argoSettingsChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(write.Requeue(r))
-}
-
-// ownerOrUsers maps a Placement to its FleetVirtualMachine, or a
-// candidate Placement to its users.
-func ownerOrUsers(ctx context.Context, p client.Object, users func(context.Context, client.Object, bool) []reconcile.Request, deleted bool) []reconcile.Request {
-	if key, ok := ownerKey(p); ok {
-		return []reconcile.Request{{NamespacedName: key}}
-	}
-	return users(ctx, p, deleted)
-}
-
-func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
-	for _, req := range reqs {
-		q.Add(req)
-	}
-}
-
-// trackLoad counts a FleetVirtualMachine on the clusters its status lists.
-func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
-	fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine)
-	if !ok {
-		return
-	}
-	if deleted {
-		r.load.set(client.ObjectKeyFromObject(fvm), nil)
-		return
-	}
-	r.load.set(client.ObjectKeyFromObject(fvm), statusClusters(fvm))
-}
-
-// fleetVMsMatching lists the FleetVirtualMachines opts select (an index,
-// a namespace) as reconcile requests; what names the lookup in the log.
-func (r *Reconciler) fleetVMsMatching(ctx context.Context, what string, obj client.Object, opts ...client.ListOption) []reconcile.Request {
-	var list fleetv1alpha1.FleetVirtualMachineList
-	// Names only: read-only and shallow.
-	if err := r.Client.List(ctx, &list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachines "+what, "object", klog.KObj(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
-}
-
-// fleetVMsOnCluster maps a ManagedCluster to the FleetVirtualMachines whose
-// status lists it, through the status index, and to those waiting for
-// clusters (its labels or availability may change why it is left out).
-func (r *Reconciler) fleetVMsOnCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	return append(r.fleetVMsMatching(ctx, "on a cluster", obj, client.MatchingFields{IndexStatusCluster: obj.GetName()}),
-		r.fleetVMsWaitingForClusters(ctx, obj)...)
-}
-
-// fleetVMsOfSet maps a ManagedClusterSet to the FleetVirtualMachines that
-// select from it: a changed selector changes which clusters they want.
-func (r *Reconciler) fleetVMsOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.fleetVMsMatching(ctx, "of a cluster set", obj, client.MatchingFields{IndexClusterSet: obj.GetName()})
-}
-
-// fleetVMsOfBinding maps a ManagedClusterSetBinding to the
-// FleetVirtualMachines of its namespace that select from its set: a
-// binding made or removed changes which clusters they may use.
-func (r *Reconciler) fleetVMsOfBinding(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.fleetVMsMatching(ctx, "of a cluster set binding", obj,
-		client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClusterSet: obj.GetName()})
-}
-
-// fleetVMsOfProject maps an AppProject to the FleetVirtualMachines whose
-// Applications run under it: one made, changed or deleted by hand changes
-// what they may deliver.
-func (r *Reconciler) fleetVMsOfProject(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.fleetVMsMatching(ctx, "of an AppProject", obj, client.MatchingFields{IndexProject: obj.GetName()})
-}
-
-// fleetVMsUsingImage maps a FleetDiskImage to the FleetVirtualMachines
-// that list it.
-func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.fleetVMsMatching(ctx, "using a disk image", obj, client.InNamespace(obj.GetNamespace()),
-		client.MatchingFields{fleetdiskimage.IndexDiskImage: client.ObjectKeyFromObject(obj).String()})
-}
-
-// applicationChanged drops the Application updates that only renew
-// status.reconciledAt: Argo CD writes it on every periodic reconciliation
-// (every 3 minutes by default), which would reconcile every
-// FleetVirtualMachine about once a minute with nothing to do.
-func applicationChanged() predicate.Predicate {
-	return updateChanged(func(o, n *argov1alpha1.Application) bool { return !sameButReconciledAt(o, n) })
-}
-
-// updateChanged passes every create, delete and generic event, and an
-// update when changed says the two copies differ in what the hub reads
-// (or when either is not a T).
-func updateChanged[T client.Object](changed func(before, after T) bool) predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(T)
-			n, ok2 := e.ObjectNew.(T)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return changed(o, n)
-		},
-	}
-}
-
-// sameButReconciledAt says whether two copies of an Application differ in
-// nothing the hub reads: only in their resource version, generation,
-// managed fields or the time Argo CD last reconciled them. The
-// Application CRD has no status subresource, so a status write bumps the
-// generation too; a spec change shows in the spec.
-func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
-	ma, mb := a.ObjectMeta, b.ObjectMeta
-	ma.ResourceVersion, mb.ResourceVersion = "", ""
-	ma.Generation, mb.Generation = 0, 0
-	ma.ManagedFields, mb.ManagedFields = nil, nil
-	sa, sb := a.Status, b.Status
-	sa.ReconciledAt, sb.ReconciledAt = nil, nil
-	sa.ObservedAt, sb.ObservedAt = nil, nil
-	return equality.Semantic.DeepEqual(ma, mb) && equality.Semantic.DeepEqual(a.Spec, b.Spec) &&
-		equality.Semantic.DeepEqual(a.Operation, b.Operation) && equality.Semantic.DeepEqual(sa, sb)
-}
-
-// clusterChanged passes ManagedCluster updates that change what the status
-// shows: availability or labels.
-func clusterChanged() predicate.Predicate {
-	return updateChanged(func(o, n *clusterv1.ManagedCluster) bool {
-		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
-	})
-}
-
-func availability(mc *clusterv1.ManagedCluster) metav1.ConditionStatus {
-	if c := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); c != nil {
-		return c.Status
-	}
-	return metav1.ConditionUnknown
 }

@@ -22,6 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -50,7 +53,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	if !controllerutil.ContainsFinalizer(fvm, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	name := ChildName(client.ObjectKeyFromObject(fvm))
+	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
 	deleteVMs, err := r.deletionPolicy(ctx, fvm) // deletionpolicy.go: the policy it started with, to the end
 	if err != nil {
 		return ctrl.Result{}, err
@@ -78,7 +81,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	for i := range apps {
 		app := &apps[i]
 		cluster := app.Labels[fleetv1alpha1.LabelCluster]
-		if why := removalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
+		if why := delivery.RemovalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
 			waiting = append(waiting, fmt.Sprintf("%s: %s", cluster, why))
 			continue
 		}
@@ -122,7 +125,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.cleanupShared(ctx, clusterSets(fvm), fvm.UID); err != nil {
+	if err := r.cleanupShared(ctx, placement.ClusterSets(fvm.Spec), fvm.UID); err != nil {
 		return ctrl.Result{}, err
 	}
 	// Applications still running under the project (being deleted by Argo
@@ -166,7 +169,7 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 	before := fvm.DeepCopy()
 	meta.SetStatusCondition(&fvm.Status.Conditions, metav1.Condition{
 		Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeleting,
-		Message: truncate(msg, maxConditionMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		Message: status.Truncate(msg, status.MaxConditionMessage), ObservedGeneration: fvm.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
 	if err := r.patchStatusIfChanged(ctx, before, fvm); err != nil && !write.Stale(err) && !apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(fvm, "Warning", "StatusNotWritten", "could not write the deletion's progress: %v", err)
@@ -190,7 +193,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 		if slices.ContainsFunc(users.Items, func(u fleetv1alpha1.FleetVirtualMachine) bool { return u.UID != self }) {
 			continue
 		}
-		name := sharedName(set)
+		name := delivery.SharedName(set)
 		g := &unstructured.Unstructured{}
 		g.SetGroupVersionKind(gitOpsClusterGVK)
 		candidates := []client.Object{g, &clusterv1beta1.Placement{}}
@@ -202,7 +205,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 			case err != nil:
 				errs = append(errs, fmt.Errorf("get %s/%s: %w", r.Config.ArgoNamespace, name, err))
 				continue
-			case obj.GetLabels()[labelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
+			case obj.GetLabels()[delivery.LabelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
 				continue // not FleetVM's: left alone
 			}
 			if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
@@ -244,7 +247,7 @@ func (r *Reconciler) sweepReleased(ctx context.Context, namespace string) (ctrl.
 	}
 	var sets []string
 	for _, g := range shared.Items {
-		if set := g.GetLabels()[labelClusterSet]; set != "" {
+		if set := g.GetLabels()[delivery.LabelClusterSet]; set != "" {
 			sets = append(sets, set)
 		}
 	}
@@ -262,7 +265,7 @@ const sweepRetry = 10 * time.Second
 // no longer uses (it is deleted, or its intent changed) when no other live
 // FleetVirtualMachine's status names it. A FleetVirtualMachine that starts
 // using it at the same moment recreates it on its next reconcile; losing
-// a Placement never removes a VM (decide.go).
+// a Placement never removes a VM (placement.Decide).
 func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, name string) error {
 	if !strings.HasPrefix(name, CandidatePlacementPrefix) {
 		return nil

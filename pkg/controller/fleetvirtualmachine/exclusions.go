@@ -18,13 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/explain"
 )
 
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=addonplacementscores,verbs=get;list;watch
-
-// exclusionNames is how many clusters the status names per reason.
-const exclusionNames = 3
 
 // wantsExclusions: the status says why clusters were left out while the
 // FleetVirtualMachine asks for every qualifying cluster, or has fewer than
@@ -46,12 +45,12 @@ func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) boo
 // picked, and qualifying are the clusters that qualify but are not in the
 // candidate Placement's decision: the same for every FleetVirtualMachine
 // that shares it, so the ones waiting agree on the reschedule token.
-func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placementOutcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
+func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placement.Outcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
 	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}
-	in.Now, in.Decided, in.Running = now.Time, decision, outcome.inState(statePlaced)
+	in.Now, in.Decided, in.Running = now.Time, decision, outcome.InState(placement.Placed)
 	verdicts, err := explain.Explain(in)
 	if err != nil {
 		return nil, nil, err
@@ -78,7 +77,7 @@ func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 			qualifying = append(qualifying, v.Cluster+fit[v.Cluster])
 		}
 	}
-	return exclusionCounts(explain.Summarize(verdicts, exclusionNames)), qualifying, nil
+	return status.ExclusionCounts(explain.Summarize(verdicts, status.ExclusionNames)), qualifying, nil
 }
 
 // rescheduleAnnotation on a Placement asks the OCM scheduler for a new
@@ -106,37 +105,6 @@ func rescheduleToken(current *clusterv1beta1.Placement, waiting bool, qualifying
 		return ""
 	}
 	return current.Annotations[rescheduleAnnotation]
-}
-
-// exclusionCounts turns counts into the status' form, leaving out the
-// clusters the VM is placed on.
-func exclusionCounts(counts []explain.Count) []fleetv1alpha1.ExclusionCount {
-	var out []fleetv1alpha1.ExclusionCount
-	for _, c := range counts {
-		if c.Reason == explain.Chosen || c.Reason == explain.Runs {
-			continue
-		}
-		out = append(out, fleetv1alpha1.ExclusionCount{
-			Reason: string(c.Reason), Count: int32(c.Count), Clusters: c.Clusters[:min(len(c.Clusters), exclusionNames)],
-			// A selector or a VM's network list can be long.
-			Detail: truncate(c.Detail, maxExclusionDetail),
-		})
-	}
-	return out
-}
-
-// exclusionMessage renders the exclusions in one line: "1 MissingNetwork
-// (prod-b: network default/vlan2003 is on no node ...); 2 Environment
-// (dev-a, dev-b)"; "" when there are none.
-func exclusionMessage(excluded []fleetv1alpha1.ExclusionCount) string {
-	counts := make([]explain.Count, 0, len(excluded))
-	for _, e := range excluded {
-		counts = append(counts, explain.Count{Reason: explain.Reason(e.Reason), Count: int(e.Count), Clusters: e.Clusters, Detail: e.Detail})
-	}
-	if len(counts) == 0 {
-		return ""
-	}
-	return explain.Message(counts)
 }
 
 // waitingForClusters: the FleetVirtualMachine has fewer clusters than it

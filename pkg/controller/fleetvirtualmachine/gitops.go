@@ -2,55 +2,25 @@ package fleetvirtualmachine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/diskimage"
-	"github.com/fleetvm/fleetvm/pkg/vmclaim"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
-
-const (
-	// appSetProtectionFinalizer keeps an ApplicationSet until FleetVM has
-	// detached its Applications, so deleting the ApplicationSet (by hand,
-	// or by FleetVM) never garbage-collects Applications and their VMs.
-	appSetProtectionFinalizer = "fleetvm.io/protect-applications"
-	// environmentPlaceholder in spec.source.path becomes the cluster's
-	// environment label value.
-	environmentPlaceholder = "{{environment}}"
-	// placementAnnotation on the ApplicationSet names the OCM Placement
-	// that chooses where new copies go.
-	placementAnnotation = "fleetvm.io/placement"
-)
-
-// deliveryTarget is one cluster the ApplicationSet delivers the VM to, an
-// element of its list generator: the cluster's name and the value of its
-// environment label (which picks a git source's overlay).
-type deliveryTarget struct {
-	Name        string `json:"name"`
-	Environment string `json:"environment"`
-}
 
 // GitOpsClusterGVK is the GitOpsCluster kind FleetVM writes (as
 // unstructured: its Go types bring the whole of multicloud-integrations).
@@ -73,8 +43,8 @@ func (r *Reconciler) ensureSharedGitOps(ctx context.Context, sets []string) erro
 }
 
 func (r *Reconciler) ensureShared(ctx context.Context, set string) error {
-	name := sharedName(set)
-	labels := sharedLabels(set)
+	name := delivery.SharedName(set)
+	labels := delivery.SharedLabels(set)
 	p := &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Config.ArgoNamespace, Labels: labels},
 		Spec: clusterv1beta1.PlacementSpec{
@@ -131,266 +101,19 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 	return nil
 }
 
-// desiredApplicationSet builds the ApplicationSet of a FleetVirtualMachine:
-// one Application per target. The targets are FleetVM's decision (decide.go):
-// the clusters the VM runs on and stays on, whether or not the OCM
-// scheduler would pick them again now, and the new ones it picked. A list
-// generator carries them, so a cluster drops out of Argo CD's view only
-// when FleetVM removes it, never because a PlacementDecision changed, and
-// a change reaches Argo CD with the ApplicationSet's own update.
-func (r *Reconciler) desiredApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project string, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
-	key := client.ObjectKeyFromObject(fvm)
-	name := ChildName(key)
-	vm := vmclaim.Identity(fvm)
-	d := fvm.Spec.Delivery
-
-	labels := ownerLabels(fvm)
-	appLabels := ownerLabels(fvm)
-	appLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
-
-	spec := argov1alpha1.ApplicationSpec{
-		Project:     project,
-		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
-		SyncPolicy:  syncPolicy(d),
-		// A git source's VM definition is not known here: every field
-		// KubeVirt may fill in is left out of the diff.
-		IgnoreDifferences: kubevirtFilledFields(nil),
-	}
-	elements := make([]apiextensionsv1.JSON, 0, len(targets))
-	for _, t := range targets {
-		// A map marshals with sorted keys, as the API server stores it,
-		// so an unchanged list compares equal.
-		raw, err := json.Marshal(map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)})
-		if err != nil {
-			return nil, err
-		}
-		elements = append(elements, apiextensionsv1.JSON{Raw: raw})
-	}
-
-	switch {
-	case fvm.Spec.Template != nil:
-		values, err := r.chartValues(fvm, vm.Name, vm.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		var def map[string]any
-		if err := json.Unmarshal(fvm.Spec.Template.Raw, &def); err != nil {
-			return nil, fmt.Errorf("decode spec.template: %w", err)
-		}
-		spec.IgnoreDifferences = kubevirtFilledFields(def)
-		spec.Source = &argov1alpha1.ApplicationSource{
-			RepoURL:        r.Config.Chart.RepoURL,
-			Path:           r.Config.Chart.Path,
-			Chart:          r.Config.Chart.Chart,
-			TargetRevision: r.Config.Chart.TargetRevision,
-			Helm: &argov1alpha1.ApplicationSourceHelm{
-				ReleaseName:  releaseName(vm.Name),
-				ValuesObject: &runtime.RawExtension{Raw: values},
-				Parameters:   []argov1alpha1.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
-			},
-		}
-	default:
-		src := fvm.Spec.Source
-		spec.Source = &argov1alpha1.ApplicationSource{
-			RepoURL:        src.RepoURL,
-			Path:           strings.ReplaceAll(escapeTemplate(src.Path), escapeTemplate(environmentPlaceholder), "{{.environment}}"),
-			TargetRevision: escapeTemplate(src.TargetRevision),
-		}
-		if src.Helm != nil {
-			spec.Source.Helm = &argov1alpha1.ApplicationSourceHelm{
-				ReleaseName: vm.Name,
-				ValueFiles:  escapeStrings(src.Helm.ValueFiles),
-				Values:      escapeTemplate(src.Helm.Values),
-				Parameters: []argov1alpha1.HelmParameter{
-					{Name: "fleetvm.cluster", Value: "{{.name}}"},
-					{Name: "fleetvm.runStrategy", Value: string(fvm.Spec.RunStrategy)},
-				},
-			}
-		} else {
-			spec.Source.Kustomize = r.kustomize(fvm)
-		}
-	}
-
-	appSet := &argov1alpha1.ApplicationSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   r.Config.ArgoNamespace,
-			Labels:      labels,
-			Annotations: map[string]string{placementAnnotation: name},
-		},
-		Spec: argov1alpha1.ApplicationSetSpec{
-			GoTemplate:        true,
-			GoTemplateOptions: []string{"missingkey=error"},
-			Generators:        []argov1alpha1.ApplicationSetGenerator{{List: &argov1alpha1.ListGenerator{Elements: elements}}},
-			Template: argov1alpha1.ApplicationSetTemplate{
-				ApplicationSetTemplateMeta: argov1alpha1.ApplicationSetTemplateMeta{
-					// "<ApplicationSet>.<cluster>": cluster names hold no
-					// dot, so no two FleetVMs' Applications share a name.
-					Name:      name + ".{{.name}}",
-					Namespace: r.Config.ArgoNamespace,
-					Labels:    appLabels,
-				},
-				Spec: spec,
-			},
-			SyncPolicy: &argov1alpha1.ApplicationSetSyncPolicy{
-				// Argo CD never deletes an Application on its own. FleetVM
-				// removes Applications deliberately, after the grace period
-				// or when the FleetVirtualMachine is deleted.
-				ApplicationsSync: ptr.To(argov1alpha1.ApplicationsSyncPolicyCreateUpdate),
-				// Applications never carry the resources finalizer from the
-				// template, so no accidental delete removes a VM. FleetVM adds
-				// the finalizer right before it deletes an Application whose
-				// VM must go.
-				PreserveResourcesOnDeletion: true,
-			},
-		},
-	}
-	return appSet, nil
-}
-
-// appSetTargets are the clusters an ApplicationSet FleetVM wrote delivers
-// to: the names in its list generator.
-func appSetTargets(appSet *argov1alpha1.ApplicationSet) []string {
-	var out []string
-	for _, g := range appSet.Spec.Generators {
-		if g.List == nil {
-			continue
-		}
-		for _, e := range g.List.Elements {
-			var t deliveryTarget
-			if json.Unmarshal(e.Raw, &t) == nil {
-				out = append(out, t.Name)
-			}
-		}
-	}
-	return out
-}
-
-// releaseName is the Helm release name of an inline template's chart. The
-// fleetvm-vm chart names nothing after it, so any valid name works: the
-// VM's name when Helm accepts it (at most 53 characters), else a shortened
-// one with a hash.
-func releaseName(vmName string) string {
-	const helmMax = 53
-	if len(vmName) <= helmMax {
-		return vmName
-	}
-	sum := sha256.Sum256([]byte(vmName))
-	return strings.TrimRight(vmName[:helmMax-hashLength-1], "-.") + "-" + hex.EncodeToString(sum[:])[:hashLength]
-}
-
-// kustomize makes every VM of a git source carry the FleetVM and cluster
-// labels, and forces spec.runStrategy over what git says.
-func (r *Reconciler) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine) *argov1alpha1.ApplicationSourceKustomize {
-	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
-	if o := fvm.Spec.Source.Kustomize; o != nil {
-		k.NamePrefix = escapeTemplate(o.NamePrefix)
-		for key, v := range o.CommonLabels {
-			k.CommonLabels[escapeTemplate(key)] = escapeTemplate(v)
-		}
-	}
-	for key, v := range ownerLabels(fvm) {
-		k.CommonLabels[key] = v
-	}
-	k.CommonLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
-	k.Patches = argov1alpha1.KustomizePatches{{
-		Target: &argov1alpha1.KustomizeSelector{KustomizeResId: argov1alpha1.KustomizeResId{
-			KustomizeGvk: argov1alpha1.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
-		}},
-		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", fvm.Spec.RunStrategy),
-	}}
-	return k
-}
-
-// chartValues renders the Helm values of the fleetvm-vm chart: the VM as it
-// must land on every cluster (name and namespace defaulted, FleetVM labels,
-// spec.runStrategy winning over the template), escaped so the
-// ApplicationSet's Go templating leaves it untouched.
-func (r *Reconciler) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string) ([]byte, error) {
-	var vm map[string]any
-	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
-		return nil, fmt.Errorf("decode spec.template: %w", err)
-	}
-	meta, _ := vm["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "ownerReferences"} {
-		delete(meta, f)
-	}
-	meta["name"] = vmName
-	meta["namespace"] = vmNamespace
-	labels, _ := meta["labels"].(map[string]any)
-	if labels == nil {
-		labels = map[string]any{}
-	}
-	for k, v := range ownerLabels(fvm) {
-		labels[k] = v
-	}
-	meta["labels"] = labels
-	vm["metadata"] = meta
-	spec, _ := vm["spec"].(map[string]any)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	delete(spec, "running")
-	spec["runStrategy"] = string(fvm.Spec.RunStrategy)
-	r.pointAtImages(fvm, spec)
-	vm["spec"] = spec
-	delete(vm, "status")
-
-	values := map[string]any{"vm": escapeValue(vm)}
-	b, err := json.Marshal(values)
-	if err != nil {
-		return nil, fmt.Errorf("encode chart values: %w", err)
-	}
-	return b, nil
-}
-
-// pointAtImages makes every dataVolumeTemplate that clones a FleetDiskImage
-// of spec.diskImages (sourceRef kind DataSource, the FleetDiskImage's name,
-// no namespace) clone the image's DataSource on the cluster instead.
-//
-// This is how a VM waits for its image: CDI keeps such a DataVolume
-// pending until the DataSource is ready, and KubeVirt does not start a VM
-// whose DataVolumes are not ready. The gate lives on the cluster, so it
-// holds while the hub is down, and nothing fights Argo CD or the user over
-// runStrategy (holding runStrategy per cluster would do both).
-func (r *Reconciler) pointAtImages(fvm *fleetv1alpha1.FleetVirtualMachine, spec map[string]any) {
-	listed := map[string]bool{}
-	for _, d := range fvm.Spec.DiskImages {
-		listed[d.Name] = true
-	}
-	templates, _ := spec["dataVolumeTemplates"].([]any)
-	for _, t := range templates {
-		tm, _ := t.(map[string]any)
-		dvSpec, _ := tm["spec"].(map[string]any)
-		ref, _ := dvSpec["sourceRef"].(map[string]any)
-		if ref == nil || ref["kind"] != "DataSource" {
-			continue
-		}
-		name, _ := ref["name"].(string)
-		if ns, _ := ref["namespace"].(string); ns != "" || !listed[name] {
-			continue
-		}
-		ref["namespace"] = r.Config.ImageNamespace
-		ref["name"] = diskimage.ObjectName(types.NamespacedName{Namespace: fvm.Namespace, Name: name})
-	}
-}
-
 // reconcileApplicationSet makes the ApplicationSet deliver to the targets.
 // got is the ApplicationSet as read (nil: none); with no target and none
 // yet, nothing is created. It returns the ApplicationSet as the API server
 // holds it.
-func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, project string, targets []deliveryTarget) (*argov1alpha1.ApplicationSet, error) {
+func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, project string, targets []delivery.Target) (*argov1alpha1.ApplicationSet, error) {
 	if got == nil && len(targets) == 0 {
 		return nil, nil
 	}
-	want, err := r.desiredApplicationSet(fvm, project, targets)
+	want, err := r.renderer().ApplicationSet(fvm, project, targets)
 	if err != nil {
 		return nil, err
 	}
-	want.Finalizers = []string{appSetProtectionFinalizer}
+	want.Finalizers = []string{delivery.ProtectionFinalizer}
 	if got != nil && got.DeletionTimestamp != nil {
 		// Deleted by someone else: detach the Applications so their VMs
 		// survive, let it go, and recreate it on the next pass.
@@ -424,7 +147,7 @@ func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alph
 			return fmt.Errorf("detach Application %s from its ApplicationSet: %w", klog.KObj(app), err)
 		}
 	}
-	if _, err := write.RemoveFinalizer(ctx, r.Client, appSet, appSetProtectionFinalizer); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := write.RemoveFinalizer(ctx, r.Client, appSet, delivery.ProtectionFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release ApplicationSet %s: %w", klog.KObj(appSet), err)
 	}
 	return nil
@@ -468,134 +191,4 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)
 	}
 	return nil
-}
-
-// syncPolicy is the Applications' sync policy. The namespace is not Argo
-// CD's to create (ensureNamespaces): a first sync may find it missing, so
-// a failed sync is retried with back-off, for as long as it fails.
-func syncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
-	p := &argov1alpha1.SyncPolicy{
-		Retry: &argov1alpha1.RetryStrategy{Limit: -1, Backoff: &argov1alpha1.Backoff{
-			Duration: "5s", Factor: ptr.To(int64(2)), MaxDuration: "3m",
-		}},
-	}
-	if d.SyncMode != fleetv1alpha1.SyncModeManual {
-		p.Automated = &argov1alpha1.SyncPolicyAutomated{
-			Prune:    d.Prune == nil || *d.Prune,
-			SelfHeal: d.SelfHeal == nil || *d.SelfHeal,
-		}
-	}
-	return p
-}
-
-// kubevirtFilledPointers are the fields of a VirtualMachine that KubeVirt
-// fills in on the cluster when the VM definition leaves them empty. Argo
-// CD must not count them as drift: it would start a self-heal sync on
-// every Application right after its first sync, and find the same fields
-// filled in again after each one.
-//
-//   - firmware uuid: virt-controller's firmware controller (KubeVirt 1.6
-//     and later) writes one into every VM without it; virt-api's mutating
-//     webhook (1.7 and later) sets a random one when the VM is created.
-//   - firmware serial: virt-api's mutating webhook (1.7 and later), at
-//     creation.
-//   - machine type and architecture: virt-api's mutating webhook defaults
-//     both from the cluster's configuration, at creation and update.
-//   - the template's kubevirt.io/pci-topology-version annotation: virt-api's
-//     mutating webhook (1.8 and later), at creation.
-//   - instancetype and preference revisionName: KubeVirt up to 1.4 records
-//     the ControllerRevision it expanded in the VM's spec.
-var kubevirtFilledPointers = []string{
-	"/spec/template/spec/domain/firmware/uuid",
-	"/spec/template/spec/domain/firmware/serial",
-	"/spec/template/spec/domain/machine/type",
-	"/spec/template/spec/architecture",
-	"/spec/template/metadata/annotations/kubevirt.io~1pci-topology-version",
-	"/spec/instancetype/revisionName",
-	"/spec/preference/revisionName",
-}
-
-// kubevirtFilledFields tells Argo CD which fields of the VM to leave out
-// of its diff: those of kubevirtFilledPointers that the VM definition does
-// not set. For an inline template (vm, decoded) FleetVM knows which those
-// are, so a field the template sets stays compared and a change of it
-// reaches the clusters; for a git source (vm nil) it ignores them all.
-//
-// Argo CD's diff, two-way or three-way, keeps what the live object has
-// beyond the desired one, so a field KubeVirt fills into an empty place is
-// not drift with or without this list (TestArgoCDDiffOfAVMKubeVirtFilledIn).
-// The list matters where the definition sets a value the cluster changes:
-// for a git source, a machine type KubeVirt's tools move on is not
-// reverted; for a template, FleetVM keeps such fields compared.
-//
-// RespectIgnoreDifferences stays off: Argo CD applies with a three-way
-// merge, which keeps what KubeVirt filled in, and with it on a changed
-// value in git would never be applied to an existing VM.
-func kubevirtFilledFields(vm map[string]any) []argov1alpha1.ResourceIgnoreDifferences {
-	var pointers []string
-	for _, p := range kubevirtFilledPointers {
-		if !hasPointer(vm, p) {
-			pointers = append(pointers, p)
-		}
-	}
-	if len(pointers) == 0 {
-		return nil
-	}
-	return []argov1alpha1.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
-}
-
-// hasPointer tells whether the decoded JSON object holds a value other
-// than null at the JSON pointer (RFC 6901, object members only).
-func hasPointer(obj map[string]any, pointer string) bool {
-	var cur any = obj
-	for _, token := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return false
-		}
-		if cur, ok = m[strings.NewReplacer("~1", "/", "~0", "~").Replace(token)]; !ok {
-			return false
-		}
-	}
-	return cur != nil
-}
-
-// escapeTemplate protects user text from the ApplicationSet's Go
-// templating: "{{" becomes an action that prints "{{". A VM's cloud-init
-// may hold Helm or Jinja syntax that must reach the cluster unchanged.
-func escapeTemplate(s string) string {
-	return strings.ReplaceAll(s, "{{", `{{"{{"}}`)
-}
-
-func escapeStrings(in []string) []string {
-	if in == nil {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = escapeTemplate(s)
-	}
-	return out
-}
-
-// escapeValue escapes every string and map key of a decoded JSON value.
-func escapeValue(v any) any {
-	switch t := v.(type) {
-	case string:
-		return escapeTemplate(t)
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, val := range t {
-			out[escapeTemplate(k)] = escapeValue(val)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, val := range t {
-			out[i] = escapeValue(val)
-		}
-		return out
-	default:
-		return v
-	}
 }

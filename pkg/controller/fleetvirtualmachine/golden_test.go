@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden from what the code generates")
@@ -46,24 +47,24 @@ func TestGeneratedObjects(t *testing.T) {
 		fvm     *fleetv1alpha1.FleetVirtualMachine
 		sets    []string
 		project string
-		targets []deliveryTarget
+		targets []delivery.Target
 	}{
 		"inline-new": {
 			fvm: inline("team-a", "web"), sets: []string{"prod"}, project: "fleetvm-team-a",
 		},
 		"inline-running-on-two": {
 			fvm: inline("team-a", "web"), sets: []string{"prod"}, project: "fleetvm-team-a",
-			targets: []deliveryTarget{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}},
+			targets: []delivery.Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}},
 		},
 		// team-a/x and team/a-x join to the same "team-a-x": their objects
 		// must not share a name.
 		"collide-team-a.x": {
 			fvm: inline("team-a", "x"), sets: []string{"prod"}, project: "fleetvm-team-a",
-			targets: []deliveryTarget{{Name: "prod-a", Environment: "prod"}},
+			targets: []delivery.Target{{Name: "prod-a", Environment: "prod"}},
 		},
 		"collide-team.a-x": {
 			fvm: inline("team", "a-x"), sets: []string{"prod"}, project: "fleetvm-team",
-			targets: []deliveryTarget{{Name: "prod-a", Environment: "prod"}},
+			targets: []delivery.Target{{Name: "prod-a", Environment: "prod"}},
 		},
 		"git-kustomize": {
 			fvm: &fleetv1alpha1.FleetVirtualMachine{
@@ -80,7 +81,7 @@ func TestGeneratedObjects(t *testing.T) {
 				},
 			},
 			sets: []string{"default"}, project: "team-b-shared",
-			targets: []deliveryTarget{{Name: "dev-a", Environment: "dev"}},
+			targets: []delivery.Target{{Name: "dev-a", Environment: "dev"}},
 		},
 		"git-helm": {
 			fvm: &fleetv1alpha1.FleetVirtualMachine{
@@ -94,14 +95,14 @@ func TestGeneratedObjects(t *testing.T) {
 				},
 			},
 			sets: []string{"prod", "prod-eu"}, project: "fleetvm-team-c",
-			targets: []deliveryTarget{{Name: "prod-a", Environment: "prod"}},
+			targets: []delivery.Target{{Name: "prod-a", Environment: "prod"}},
 		},
 	}
 	r := &Reconciler{Config: DefaultConfig()}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			placement := r.candidatePlacement(tc.fvm, tc.sets)
-			appSet, err := r.desiredApplicationSet(tc.fvm, tc.project, tc.targets)
+			appSet, err := r.renderer().ApplicationSet(tc.fvm, tc.project, tc.targets)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
@@ -87,12 +89,12 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return fmt.Errorf("index %s: %w", IndexStatusCluster, err)
 	}
 	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexClusterSet, func(o client.Object) []string {
-		return clusterSets(o.(*fleetv1alpha1.FleetVirtualMachine))
+		return placement.ClusterSets(o.(*fleetv1alpha1.FleetVirtualMachine).Spec)
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexClusterSet, err)
 	}
 	if err := indexer.IndexField(ctx, &argov1alpha1.Application{}, IndexOwner, func(o client.Object) []string {
-		if key, ok := ownerKey(o); ok {
+		if key, ok := delivery.OwnerKey(o); ok {
 			return []string{key.String()}
 		}
 		return nil

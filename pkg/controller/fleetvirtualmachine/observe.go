@@ -21,6 +21,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
@@ -37,7 +39,7 @@ type observation struct {
 	// SchedulerMessage is its PlacementSatisfied message.
 	SchedulerMessage string
 	// Decision are the clusters the hub picked from Candidates, the
-	// candidate Placement's decision (pick.go).
+	// candidate Placement's decision (placement.Pick).
 	Decision, Candidates []string
 	// Candidate is the candidate Placement the FleetVirtualMachine's
 	// intent and bound sets ask for, as FleetVM writes it.
@@ -46,7 +48,7 @@ type observation struct {
 	Apps map[string]*argov1alpha1.Application
 	// Facts of every cluster in the status, the Applications and the
 	// decision.
-	Facts map[string]clusterFacts
+	Facts map[string]placement.ClusterFacts
 	// Allowed are the sets of spec.placement.clusterSets bound to the
 	// FleetVM's namespace, Unbound the others. Sets maps the allowed ones,
 	// nil for one that does not exist.
@@ -62,7 +64,7 @@ type observation struct {
 // from the cache; an error leaves the affected input unknown (and the
 // decision keeps what it cannot judge) and is returned joined.
 func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (*observation, error) {
-	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]clusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
+	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]placement.ClusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
 	var errs []error
 
 	apps, err := r.listApplications(ctx, fvm)
@@ -79,7 +81,7 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	// ManagedClusterSetBinding in that namespace (OCM's rule): sets the
 	// FleetVM lists but its namespace has no binding for are not used.
 	obs.Sets = map[string]*clusterv1beta2.ManagedClusterSet{}
-	for _, name := range clusterSets(fvm) {
+	for _, name := range placement.ClusterSets(fvm.Spec) {
 		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: name}, &clusterv1beta2.ManagedClusterSetBinding{}); {
 		case apierrors.IsNotFound(err):
 			obs.Unbound = append(obs.Unbound, name)
@@ -123,7 +125,7 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		facts := clusterFacts{}
+		facts := placement.ClusterFacts{}
 		mc := &clusterv1.ManagedCluster{}
 		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); {
 		case apierrors.IsNotFound(err):
@@ -239,7 +241,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	if !obs.Scheduled {
 		return nil
 	}
-	in := pickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.of,
+	in := placement.PickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.Of,
 		Fits: func(string) bool { return true }, Placed: placedClusters(fvm)}
 	// The agent's current score, as the fit predicate reads it (none: the
 	// VM does not fit), read once per cluster: ranking by free capacity
@@ -265,32 +267,32 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 			return s[capacity.ScoreCPUFree] + s[capacity.ScoreMemoryFree]
 		}
 	}
-	obs.Decision = pickClusters(in)
+	obs.Decision = placement.Pick(in)
 	return nil
 }
 
-// placementInput turns an observation into the decision's inputs.
-func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, now metav1.Time) placementInput {
-	in := placementInput{
+// decisionInput turns an observation into the decision's inputs.
+func (r *Reconciler) decisionInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, now metav1.Time) placement.Input {
+	in := placement.Input{
 		Now:         now.Time,
 		GracePeriod: r.Config.GracePeriod,
 		Desired:     fvm.Spec.Placement.Clusters,
 		Scheduled:   obs.Scheduled,
 		Decision:    obs.Decision,
-		Clusters:    map[string]presence{},
-		Intent:      map[string]clusterIntent{},
+		Clusters:    map[string]placement.Presence{},
+		Intent:      map[string]placement.Intent{},
 	}
 	for _, c := range fvm.Status.Clusters {
-		in.Clusters[c.Cluster] = presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince,
-			LeavingForSurplus: c.LeavingSince != nil && strings.HasPrefix(c.Message, "leaving: "+surplusReason)}
+		in.Clusters[c.Cluster] = placement.Presence{Recorded: true, LeavingSince: c.LeavingSince, RemovingSince: c.RemovingSince,
+			LeavingForSurplus: c.LeavingSince != nil && strings.HasPrefix(c.Message, "leaving: "+placement.SurplusReason)}
 	}
 	for c, app := range obs.Apps {
 		p := in.Clusters[c]
-		p.App = appLive
+		p.App = placement.AppLive
 		if app.DeletionTimestamp != nil {
-			p.App = appDeleting
+			p.App = placement.AppDeleting
 		}
-		p.AppBlocked = removalBlocked(app)
+		p.AppBlocked = delivery.RemovalBlocked(app)
 		in.Clusters[c] = p
 	}
 	for c := range obs.Reports {
@@ -303,23 +305,9 @@ func (r *Reconciler) placementInput(fvm *fleetv1alpha1.FleetVirtualMachine, obs 
 		in.DesiredBefore = &before
 	}
 	for c, facts := range obs.Facts {
-		in.Intent[c] = intentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
+		in.Intent[c] = placement.IntentFor(fvm.Spec.Placement, r.Config.EnvironmentLabel, facts, obs.Sets)
 	}
 	return in
-}
-
-// removalBlocked says why Argo CD would not remove the VM if the
-// Application were deleted now: Argo CD drops its resources finalizer and
-// leaves the resources when the Application's destination is invalid (no
-// cluster secret for it, for instance), so an Application Argo CD reports
-// invalid is not deleted.
-func removalBlocked(app *argov1alpha1.Application) string {
-	for _, c := range app.Status.Conditions {
-		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError {
-			return "Argo CD reports the Application invalid (" + c.Message + ")"
-		}
-	}
-	return ""
 }
 
 // scheduled tells whether the OCM scheduler has acted on the Placement as
@@ -380,7 +368,7 @@ func (r *Reconciler) getOwned(ctx context.Context, fvm *fleetv1alpha1.FleetVirtu
 	if err != nil {
 		return nil, fmt.Errorf("get %s %s/%s: %w", kind, r.Config.ArgoNamespace, name, err)
 	}
-	if !isOwnedBy(obj, fvm) {
+	if !delivery.IsOwnedBy(obj, fvm) {
 		return nil, fmt.Errorf("%s %s exists and belongs to another owner (labels %s=%q, %s=%q): FleetVM leaves it alone",
 			kind, klog.KObj(obj), fleetv1alpha1.LabelFleetVMNamespace, obj.GetLabels()[fleetv1alpha1.LabelFleetVMNamespace],
 			fleetv1alpha1.LabelFleetVMName, obj.GetLabels()[fleetv1alpha1.LabelFleetVMName])

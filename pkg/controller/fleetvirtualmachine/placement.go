@@ -19,22 +19,16 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
-
-// defaultClusterSet is used when spec.placement.clusterSets is empty.
-const defaultClusterSet = "default"
-
-// clusterSets returns the cluster sets a FleetVirtualMachine selects from.
-func clusterSets(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
-	return setsOf(fvm.Spec)
-}
 
 // fitExpression is the CEL predicate that admits a cluster only if the VM
 // fits on one of its nodes, by the fleetvm agent's capacity score. A
 // cluster without the score (no agent yet) is not admitted: FleetVM never
 // places a new copy it cannot show fits. Keeping a VM where it runs does
-// not depend on it (decide.go).
+// not depend on it (placement.Decide).
 func fitExpression(shape capacity.Shape) string {
 	return fmt.Sprintf("managedCluster.scores(%s).exists(s, s.name == %s && s.value >= 1)",
 		strconv.Quote(fleetv1alpha1.CapacityScoreName), strconv.Quote(shape.Name()))
@@ -56,13 +50,13 @@ const CandidatePlacementPrefix = "fvm.candidates-"
 // numberOfClusters and is ranked by nothing that differs between
 // FleetVirtualMachines, so every FleetVirtualMachine with the same intent
 // builds the same spec, and the OCM scheduler decides it once for all of
-// them; the hub picks each one's clusters from its decision (pick.go).
+// them; the hub picks each one's clusters from its decision (placement.Pick).
 // Its name is a hash of that spec. The reschedule token is set by the
 // caller (withReschedule).
 func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, sets []string) *clusterv1beta1.Placement {
-	placement := fvm.Spec.Placement
+	fp := fvm.Spec.Placement
 	predicate := clusterv1beta1.ClusterPredicate{
-		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: labelSelector(placement, r.Config.EnvironmentLabel)},
+		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: placement.LabelSelector(fp, r.Config.EnvironmentLabel)},
 	}
 	if shape, ok := capacity.ShapeOf(fvm); ok {
 		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
@@ -72,7 +66,7 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 	spec := clusterv1beta1.PlacementSpec{
 		ClusterSets: sets,
 		Predicates:  []clusterv1beta1.ClusterPredicate{predicate},
-		Tolerations: placement.Tolerations,
+		Tolerations: fp.Tolerations,
 		// No AddOnPlacementScore in the ranking: OCM schedules a Placement
 		// again on every write of a score its prioritizers use, and the
 		// agents write theirs whenever capacity moves and every 90 s to
@@ -90,7 +84,7 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 	}
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:])[:16]
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[candidatesLabel] = hash
 	return &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{Name: CandidatePlacementPrefix + hash, Namespace: r.Config.ArgoNamespace, Labels: labels},
@@ -155,7 +149,7 @@ func (r *Reconciler) ensureBindings(ctx context.Context, fvm *fleetv1alpha1.Flee
 			continue
 		}
 		b = &clusterv1beta2.ManagedClusterSetBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: r.Config.ArgoNamespace, Labels: managedLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: r.Config.ArgoNamespace, Labels: delivery.ManagedLabels()},
 			Spec:       clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set},
 		}
 		created, err := write.CreateOnly(ctx, r.Client, b)

@@ -12,6 +12,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -21,7 +24,7 @@ import (
 // before it left, adds its own, and keeps going after an error: the error
 // is kept (fail) and returned at the end, and what it leaves unknown is
 // recorded as such in the status (the Placement and delivery errors of
-// statusInputs). Only record stops a reconcile early.
+// Inputs). Only record stops a reconcile early.
 type scope struct {
 	fvm    *fleetv1alpha1.FleetVirtualMachine
 	before *fleetv1alpha1.FleetVirtualMachine // as read, for the status patch and events
@@ -30,7 +33,7 @@ type scope struct {
 	// readFleet
 	obs *observation
 	// decide
-	outcome    placementOutcome
+	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out
 	qualifying []string // clusters the scheduler now finds qualify
 	// readDelivery
@@ -39,7 +42,7 @@ type scope struct {
 	deliverOK bool                         // project and ApplicationSet read: delivery may act
 
 	// in is the status's input, filled by every phase.
-	in   statusInputs
+	in   status.Inputs
 	errs []error
 }
 
@@ -47,7 +50,7 @@ func (r *Reconciler) newScope(fvm *fleetv1alpha1.FleetVirtualMachine) *scope {
 	now := metav1.NewTime(r.Clock.Now())
 	return &scope{
 		fvm: fvm, before: fvm.DeepCopy(), now: now,
-		in: statusInputs{
+		in: status.Inputs{
 			Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
 			PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace},
 		},
@@ -111,15 +114,15 @@ func (r *Reconciler) readFleet(ctx context.Context, s *scope) {
 	s.in.PlacementErr = errors.Join(r.ensureBindings(ctx, s.fvm, obs.Allowed), r.ensureSharedGitOps(ctx, obs.Allowed))
 }
 
-// decide (phase 2) runs the pure decision (decide.go) and, while clusters
+// decide (phase 2) runs the pure decision (placement.Decide) and, while clusters
 // are still wanted, says why the others are left out, from what the
 // scheduler sees: for the status, and to ask for a new schedule when that
 // says a cluster now qualifies.
 func (r *Reconciler) decide(ctx context.Context, s *scope) {
-	s.outcome = decidePlacement(r.placementInput(s.fvm, s.obs, s.now))
+	s.outcome = placement.Decide(r.decisionInput(s.fvm, s.obs, s.now))
 	obs := s.obs
 	s.waiting = obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && s.in.PlacementErr == nil &&
-		wantsExclusions(s.fvm.Spec, len(s.outcome.inState(statePlaced)))
+		wantsExclusions(s.fvm.Spec, len(s.outcome.InState(placement.Placed)))
 	if !s.waiting {
 		return
 	}
@@ -155,14 +158,14 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	project, projectErr := r.deliveryProject(ctx, s.fvm)
 	if projectErr != nil {
 		s.in.DeliveryErr = projectErr
-		if !isForbidden(projectErr) { // a refused project is the user's to fix: the status says so
+		if !status.IsForbidden(projectErr) { // a refused project is the user's to fix: the status says so
 			s.fail(projectErr)
 		}
 	}
 	s.project = project
 	s.in.Namespace, s.in.Project = s.fvm.Namespace, tenancy.ProjectFor(s.fvm.Namespace, s.fvm.Spec.Delivery.Project)
 	s.in.Impersonation = r.readImpersonation(ctx)
-	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, ChildName(s.key()))
+	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, delivery.ChildName(s.key()))
 	if appSetErr != nil {
 		s.in.DeliveryErr = appSetErr
 		s.fail(appSetErr)
@@ -173,7 +176,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	s.deliverOK = projectErr == nil && appSetErr == nil
 	s.in.AppSetExists = appSet != nil
 	r.readClusterState(s.obs, &s.in)
-	s.in.ImageTotals = r.observeImages(s.key(), reportedImages(s.in.Reports))
+	s.in.ImageTotals = r.observeImages(s.key(), status.ReportedImages(s.in.Reports))
 	s.fail(r.readDiskImages(ctx, s.fvm, &s.in))
 }
 
@@ -186,7 +189,7 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 // the next reconcile, which decides again from it. Acting now could act on
 // a stale record.
 func (r *Reconciler) record(ctx context.Context, s *scope) bool {
-	s.fvm.Status = computeStatus(s.in)
+	s.fvm.Status = status.Compute(s.in)
 	switch err := r.patchStatusIfChanged(ctx, s.before, s.fvm); {
 	case write.Stale(err):
 		s.errs = nil
@@ -197,7 +200,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 	}
 	r.recordTransitions(s.before, s.fvm)
 	r.recordClusterChanges(s.fvm, s.before.Status, s.outcome)
-	r.load.set(s.key(), statusClusters(s.fvm))
+	r.load.Set(s.key(), statusClusters(s.fvm))
 	s.fail(r.releasePlacement(ctx, s.fvm, s.before.Status.Placement))
 	return true
 }
@@ -211,7 +214,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	var result ctrl.Result
 	if s.deliverOK {
 		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome)
-		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.delivered()))
+		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.Delivered()))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {
 			s.fail(err)
@@ -233,7 +236,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 		// Argo CD rewrites the finalizers of the Applications it generates,
 		// and would drop the one that makes it delete the VM. The write
 		// above brings the next reconcile.
-		if s.appSet == nil || !slices.Contains(appSetTargets(s.appSet), c) {
+		if s.appSet == nil || !slices.Contains(delivery.Targets(s.appSet), c) {
 			s.fail(r.removeApplication(ctx, s.obs.Apps[c], true))
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -25,21 +27,6 @@ import (
 
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
-
-// forbiddenError is a spec the FleetVirtualMachine's namespace may not
-// use; it is shown with reason Forbidden and nothing is delivered.
-type forbiddenError struct{ msg string }
-
-func (e *forbiddenError) Error() string { return e.msg }
-
-func forbidden(format string, args ...any) error {
-	return &forbiddenError{msg: fmt.Sprintf(format, args...)}
-}
-
-func isForbidden(err error) bool {
-	var f *forbiddenError
-	return errors.As(err, &f)
-}
 
 // deliveryProject returns the Argo CD AppProject the FleetVirtualMachine's
 // Applications run under, making the namespace's own project (see package
@@ -55,12 +42,12 @@ func (r *Reconciler) deliveryProject(ctx context.Context, fvm *fleetv1alpha1.Fle
 	p := &argov1alpha1.AppProject{}
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, p); {
 	case apierrors.IsNotFound(err):
-		return "", forbidden("spec.delivery.project: AppProject %s does not exist in %s", name, r.Config.ArgoNamespace)
+		return "", status.Forbidden("spec.delivery.project: AppProject %s does not exist in %s", name, r.Config.ArgoNamespace)
 	case err != nil:
 		return "", fmt.Errorf("get AppProject %s/%s: %w", r.Config.ArgoNamespace, name, err)
 	}
 	if !tenancy.ServesNamespace(p, fvm.Namespace) {
-		return "", forbidden("spec.delivery.project: AppProject %s does not serve namespace %s (its spec.sourceNamespaces does not list it); leave the field empty for the namespace's own project", name, fvm.Namespace)
+		return "", status.Forbidden("spec.delivery.project: AppProject %s does not serve namespace %s (its spec.sourceNamespaces does not list it); leave the field empty for the namespace's own project", name, fvm.Namespace)
 	}
 	return name, nil
 }
@@ -68,7 +55,7 @@ func (r *Reconciler) deliveryProject(ctx context.Context, fvm *fleetv1alpha1.Fle
 // ensureTenantProject creates or updates the namespace's own AppProject.
 // A project of that name that FleetVM did not make is left alone.
 func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) error {
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[tenancy.LabelNamespace] = namespace
 	want := tenancy.Project(r.Config.ArgoNamespace, namespace, r.Config.TenantKinds, labels)
 	got := &argov1alpha1.AppProject{}
@@ -79,7 +66,7 @@ func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) 
 	case err != nil:
 		return fmt.Errorf("get AppProject %s: %w", klog.KObj(want), err)
 	case got.Labels[tenancy.LabelNamespace] != namespace:
-		return forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
+		return status.Forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
 	}
 	if _, err := write.Ensure(ctx, r.Client, want, got); err != nil {
 		return fmt.Errorf("write AppProject %s: %w", klog.KObj(want), err)
@@ -116,7 +103,7 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if err != nil {
 		return err
 	}
-	labels := managedLabels()
+	labels := delivery.ManagedLabels()
 	labels[tenancy.LabelNamespace] = fvm.Namespace
 	orphan := []workv1.OrphaningRule{{Resource: "namespaces", Name: fvm.Namespace}}
 	if r.Config.ImageNamespace != "" {
@@ -196,7 +183,7 @@ func (r *Reconciler) tenantManifests(ctx context.Context, fvm *fleetv1alpha1.Fle
 		// As the image works write it (fleetdiskimage.desiredWork).
 		objs = append(objs, &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-			ObjectMeta: metav1.ObjectMeta{Name: r.Config.ImageNamespace, Labels: managedLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: r.Config.ImageNamespace, Labels: delivery.ManagedLabels()},
 		})
 	}
 	for _, o := range tenancy.ClusterObjects(namespace, r.Config.ImageNamespace, r.Config.TenantKinds, names) {

@@ -46,6 +46,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -147,7 +148,7 @@ func (e *env) grow(b *testing.B, n int) {
 	for i := e.clusters; i < n; i++ {
 		owner := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "background", Name: fmt.Sprintf("vm-%04d", i)}}
 		placed := []string{clusterName(i), clusterName((i + 1) % n), clusterName((i + 2) % n)}
-		if err := e.decide(ctx, fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(owner)), placed); err != nil {
+		if err := e.decide(ctx, delivery.ChildName(client.ObjectKeyFromObject(owner)), placed); err != nil {
 			b.Fatal(err)
 		}
 		for _, c := range placed {
@@ -216,7 +217,7 @@ func (e *env) decide(ctx context.Context, placement string, clusters []string) e
 
 func (e *env) createApp(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, cluster string) error {
 	app := &argov1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm)) + "." + cluster, Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm)) + "." + cluster, Labels: map[string]string{
 			fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
 			fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue, fleetv1alpha1.LabelCluster: cluster,
 		}},

@@ -121,10 +121,10 @@ func (h *harness) burst(ctx context.Context) error {
 		return err
 	}
 	fvms := make([]*fleetv1alpha1.FleetVirtualMachine, m)
-	waits := make([]<-chan time.Time, m)
+	converge := make([]<-chan time.Time, m)
 	for i := range fvms {
 		fvms[i] = newFleetVM(burstNS, fmt.Sprintf("vm-%04d", i), i, h.cfg.ClustersPerVM)
-		waits[i] = h.fvms.wait(keyOf(fvms[i]), converged)
+		converge[i] = h.fvms.wait(keyOf(fvms[i]), converged)
 	}
 	t0 := time.Now()
 	if err := fleetenv.Parallel(ctx, m, h.cfg.Concurrency, func(ctx context.Context, i int) error {
@@ -137,6 +137,7 @@ func (h *harness) burst(ctx context.Context) error {
 		return err
 	}
 	h.logf("burst: %d FleetVMs created in %s", m, time.Since(t0).Truncate(time.Millisecond))
+	waits := h.hub.sampleWaits(ctx)
 
 	progress := h.progress(ctx, "burst", func() string {
 		n := 0
@@ -147,8 +148,9 @@ func (h *harness) burst(ctx context.Context) error {
 		}
 		return fmt.Sprintf("%d of %d converged", n, m)
 	})
-	times, err := awaitAll(ctx, waits, h.cfg.Timeout)
+	times, err := awaitAll(ctx, converge, h.cfg.Timeout)
 	progress()
+	waitProfile := waits()
 	if err != nil {
 		h.report.add("burst: FleetVMs converged", float64(countSet(times)), "FleetVMs")
 		return fmt.Errorf("FleetVMs not converged: %w", err)
@@ -230,6 +232,7 @@ func (h *harness) burst(ctx context.Context) error {
 	}
 	r.addDuration("burst: hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
 	h.addReconcileRows("burst", recBefore, recAfter)
+	waitProfile.addRows(r, "burst")
 	h.memory("burst")
 	h.liveHeap(ctx, "burst")
 	h.logf("burst: converged in %s", total.Truncate(time.Millisecond))

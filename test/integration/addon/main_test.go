@@ -7,7 +7,6 @@ package addon
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 // spokeName is the one spoke; it is also a registered ManagedCluster.
@@ -25,31 +25,19 @@ var shared *fleetenv.Fleet
 
 // TestMain starts one fleet (hub + one spoke) for the package's tests.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	if os.Getenv("FLEETENV_VERBOSE") == "" {
 		// The addon framework logs every sync through klog.
 		klog.SetLogger(logr.Discard())
 		klog.LogToStderr(false)
 		klog.SetOutput(io.Discard)
 	}
-	f, err := fleetenv.Start(context.Background(), fleetenv.Options{
-		Spokes:                []string{spokeName},
-		NoPlacementController: true,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	shared = f
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{Spokes: []string{spokeName}, NoPlacementController: true},
+		Setup: func(_ context.Context, f *fleetenv.Fleet) (func() error, error) {
+			shared = f
+			return nil, nil
+		},
+	}))
 }
 
 func fleet(t *testing.T) *fleetenv.Fleet {

@@ -5,7 +5,7 @@ package agent
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -13,13 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
@@ -31,39 +31,26 @@ var (
 
 const wait = 30 * time.Second
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(agenttest.Logger())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f, err := fleetenv.Start(ctx, fleetenv.Options{
-		Spokes: []string{"east", "west"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	shared = f
-	agents, err := startAgents(ctx, f)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	cancel()
-	for _, done := range agents {
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	return code
+// TestMain starts a hub and two spokes, each with its agent and the
+// KubeVirt simulator.
+func TestMain(m *testing.M) {
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{Spokes: []string{"east", "west"}, NoPlacementController: true, Scheme: agenttest.Scheme()},
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			shared = f
+			agents, err := startAgents(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			return func() error {
+				var errs []error
+				for _, done := range agents {
+					errs = append(errs, <-done)
+				}
+				return errors.Join(errs...)
+			}, nil
+		},
+	}))
 }
 
 // startAgents registers each spoke on the hub, gives it one 8-CPU node,

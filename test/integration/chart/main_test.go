@@ -9,46 +9,35 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
 	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 var shared *fleetenv.Fleet
 
-// TestMain starts one hub (no spokes, no scheduler) for the package.
+// TestMain starts one hub (no spokes, no scheduler) for the package, with
+// the namespaces Argo CD would have: its namespace exists before the
+// install (the hub's Role for Argo CD's objects goes there).
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	f, err := fleetenv.Start(context.Background(), fleetenv.Options{NoPlacementController: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	// Argo CD is a prerequisite of the chart: its namespace exists before
-	// the install (the hub's Role for Argo CD's objects goes there).
-	for _, ns := range []string{"argocd", "openshift-gitops"} {
-		if err := f.Hub.EnsureNamespace(context.Background(), ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	shared = f
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:  fleetenv.Options{NoPlacementController: true},
+		Logger: zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)),
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			for _, ns := range []string{"argocd", "openshift-gitops"} {
+				if err := f.Hub.EnsureNamespace(ctx, ns); err != nil {
+					return nil, err
+				}
+			}
+			shared = f
+			return nil, nil
+		},
+	}))
 }
 
 func fleet(t *testing.T) *fleetenv.Fleet {

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/deliverysim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
@@ -46,47 +47,29 @@ var (
 	imageClock = clocktesting.NewFakeClock(time.Now())
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(agenttest.Logger())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	webhooks, err := fleetenv.WebhookOptions()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, WorkAgents: true, HubWebhook: webhooks})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = f.Stop()
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	runners, err := startFleet(ctx, f)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	cancel()
-	for name, done := range runners {
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-			code = 1
-		}
-	}
-	return code
+// TestMain starts the fleet (a hub and two spokes with work agents, and
+// fleetvm-hub's admission webhooks) and FleetVM on it.
+func TestMain(m *testing.M) {
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:    fleetenv.Options{Spokes: spokes, WorkAgents: true},
+		Webhooks: true,
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			runners, err := startFleet(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			return func() error {
+				var errs []error
+				for name, done := range runners {
+					if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+						errs = append(errs, fmt.Errorf("%s: %w", name, err))
+					}
+				}
+				return errors.Join(errs...)
+			}, nil
+		},
+	}))
 }
 
 // startFleet joins the spokes to the hub and starts everything that runs:

@@ -4,47 +4,26 @@ package foundation
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 var shared *fleetenv.Fleet
 
-// TestMain starts one fleet (hub + three spokes) for the package's tests.
+// TestMain starts one fleet (hub + three spokes, with fleetvm-hub's
+// admission webhooks) for the package's tests.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	webhooks, err := fleetenv.WebhookOptions()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	f, err := fleetenv.Start(ctx, fleetenv.Options{
-		Spokes:     []string{"prod-east", "prod-west", "dev-1"},
-		HubWebhook: webhooks,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	shared = f
-	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:    fleetenv.Options{Spokes: []string{"prod-east", "prod-west", "dev-1"}},
+		Webhooks: true,
+		Setup: func(_ context.Context, f *fleetenv.Fleet) (func() error, error) {
+			shared = f
+			return nil, nil
+		},
+	}))
 }
 
 func fleet(t *testing.T) *fleetenv.Fleet {

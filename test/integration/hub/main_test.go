@@ -29,6 +29,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -48,46 +49,39 @@ var (
 	stopHub context.CancelFunc
 )
 
+// TestMain starts a hub with three clusters (no spokes: the tests write
+// what the agents would) and fleetvm-hub's reconcilers, with the delivery
+// stand-in's ApplicationSet renderer and cluster secrets.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx := context.Background()
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: hub.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = f.Stop() }()
-	fleet = f
-	if argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS); err == nil {
-		err = argo.Setup(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for _, c := range []struct{ name, env, region string }{
-		{"prod-a", "prod", "east"}, {"prod-b", "prod", "west"}, {"dev-a", "dev", "east"},
-	} {
-		labels := map[string]string{"env": c.env, "region": c.region}
-		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: c.name, Labels: labels}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := argo.ClusterSecret(ctx, c.name, labels); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	if err := startHub(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { stopHub() }()
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:  fleetenv.Options{Scheme: hub.Scheme()},
+		Logger: zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)),
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			var err error
+			if argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS); err == nil {
+				err = argo.Setup(ctx)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range []struct{ name, env, region string }{
+				{"prod-a", "prod", "east"}, {"prod-b", "prod", "west"}, {"dev-a", "dev", "east"},
+			} {
+				labels := map[string]string{"env": c.env, "region": c.region}
+				if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: c.name, Labels: labels}); err != nil {
+					return nil, err
+				}
+				if err := argo.ClusterSecret(ctx, c.name, labels); err != nil {
+					return nil, err
+				}
+			}
+			if err := startHub(ctx); err != nil {
+				return nil, err
+			}
+			return func() error { stopHub(); return nil }, nil
+		},
+	}))
 }
 
 func hubConfig() fleetvirtualmachine.Config {
@@ -203,7 +197,7 @@ func applications(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) map[stri
 }
 
 func appSetKey(fvm *fleetv1alpha1.FleetVirtualMachine) client.ObjectKey {
-	return client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(client.ObjectKeyFromObject(fvm))}
+	return client.ObjectKey{Namespace: argoNS, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm))}
 }
 
 // placementKey is the Placement the FleetVM's status names: the candidate

@@ -7,7 +7,6 @@ package kubectlfleetvm
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/kubectlfleetvm"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
@@ -28,23 +28,15 @@ const wait = 30 * time.Second
 
 var fleet *fleetenv.Fleet
 
+// TestMain starts a hub for the package; no controller runs.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	f, err := fleetenv.Start(context.Background(), fleetenv.Options{NoPlacementController: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{NoPlacementController: true},
+		Setup: func(_ context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			return nil, nil
+		},
+	}))
 }
 
 // running is one run of `kubectl fleetvm ARGS`, possibly still going.

@@ -5,7 +5,6 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -23,51 +22,38 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
 
 const wait = 30 * time.Second
 
 var fleet *fleetenv.Fleet
 
+// TestMain starts a hub and, as cmd/fleetvm-hub builds its manager,
+// without reconcilers, the metrics collector: it reads what the cache
+// holds.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f, err := fleetenv.Start(ctx, fleetenv.Options{NoPlacementController: true, Scheme: hub.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = f.Stop() }()
-	fleet = f
-
-	// As cmd/fleetvm-hub builds its manager, without reconcilers: the
-	// collector reads what the cache holds.
-	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
-		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions("argocd"),
-		Client:  hub.ClientOptions(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err == nil {
-		err = fleetmetrics.Register(mgr.GetCache())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	defer func() { cancel(); <-done }()
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{NoPlacementController: true, Scheme: hub.Scheme()},
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
+				Scheme:  hub.Scheme(),
+				Cache:   hub.CacheOptions("argocd"),
+				Client:  hub.ClientOptions(),
+				Metrics: metricsserver.Options{BindAddress: "0"},
+			})
+			if err == nil {
+				err = fleetmetrics.Register(mgr.GetCache())
+			}
+			if err != nil {
+				return nil, err
+			}
+			done := make(chan error, 1)
+			go func() { done <- mgr.Start(ctx) }()
+			return func() error { return <-done }, nil
+		},
+	}))
 }
 
 func TestFleetMetricsFromTheCache(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -101,7 +101,7 @@ func TestDeleteAllAtOnce(t *testing.T) {
 	// under the project, while the other two finish.
 	const hold = "test.fleetvm.io/hold"
 	held := &argov1alpha1.ApplicationSet{}
-	heldKey := client.ObjectKey{Namespace: argoNS, Name: fleetvirtualmachine.ChildName(keys[2])}
+	heldKey := client.ObjectKey{Namespace: argoNS, Name: delivery.ChildName(keys[2])}
 	if err := fleet.Hub.Client.Get(t.Context(), heldKey, held); err != nil {
 		t.Fatal(err)
 	}

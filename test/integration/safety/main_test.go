@@ -32,7 +32,6 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,44 +66,22 @@ var (
 	fleetVM *fleetrun.FleetVM
 )
 
+// TestMain starts the fleet (a hub and three spokes with work agents,
+// and fleetvm-hub's admission webhooks) and FleetVM on it, on the fake
+// clock.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(agenttest.Logger())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	webhooks, err := fleetenv.WebhookOptions()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: spokes, WorkAgents: true, HubWebhook: webhooks})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		cancel()
-		if fleetVM != nil {
-			fleetVM.Wait()
-		}
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := startFleet(ctx, f); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:    fleetenv.Options{Spokes: spokes, WorkAgents: true},
+		Webhooks: true,
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			if err := startFleet(ctx, f); err != nil {
+				return nil, err
+			}
+			return func() error { fleetVM.Wait(); return nil }, nil
+		},
+	}))
 }
 
 // startFleet joins the spokes (one 16-CPU node each) and starts FleetVM

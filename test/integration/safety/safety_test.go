@@ -26,7 +26,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
@@ -217,7 +217,7 @@ func TestHubObjectsDeletedByHand(t *testing.T) {
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	want := names(waitFVM(t, key, "running on 2", running(2)))
-	name := fleetvirtualmachine.ChildName(key)
+	name := delivery.ChildName(key)
 	placement := placementOf(t, key)
 	gitOps := &unstructured.Unstructured{}
 	gitOps.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps.open-cluster-management.io", Version: "v1beta1", Kind: "GitOpsCluster"})

@@ -16,7 +16,6 @@ package tenancy
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -48,40 +47,24 @@ var (
 	alice, bob, hubUser client.Client
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	webhooks, err := fleetenv.WebhookOptions()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Spokes: []string{"prod-a", "secure-a"}, WorkAgents: true, HubWebhook: webhooks})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		cancel()
-		if fleetVM != nil {
-			fleetVM.Wait()
-		}
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	if err := f.ServeWebhooks(ctx, webhooks); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := setup(ctx, f); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+// TestMain starts the fleet (a hub, spokes prod-a and secure-a with work
+// agents, fleetvm-hub's admission webhooks), FleetVM on it, and the
+// tenants.
+func TestMain(m *testing.M) {
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet:    fleetenv.Options{Spokes: []string{"prod-a", "secure-a"}, WorkAgents: true},
+		Webhooks: true,
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			err := setup(ctx, f)
+			return func() error {
+				if fleetVM != nil {
+					fleetVM.Wait()
+				}
+				return nil
+			}, err
+		},
+	}))
 }
 
 // setup registers the clusters, starts FleetVM, and does what a hub

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package status
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 )
 
 func TestFirstNames(t *testing.T) {
@@ -57,12 +58,12 @@ func TestTruncate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := truncate(tc.s, tc.max)
+			got := Truncate(tc.s, tc.max)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("truncate (-want,+got):\n%s", diff)
+				t.Errorf("Truncate (-want,+got):\n%s", diff)
 			}
 			if n := utf8.RuneCountInString(got); n > tc.max {
-				t.Errorf("truncate(%q, %d) has %d characters", tc.s, tc.max, n)
+				t.Errorf("Truncate(%q, %d) has %d characters", tc.s, tc.max, n)
 			}
 		})
 	}
@@ -147,7 +148,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	names := clusterNames(n, 63)
 	now := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	long := strings.Repeat("é", 2000)
-	in := statusInputs{
+	in := Inputs{
 		Spec:               fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
 		Generation:         1,
 		GracePeriod:        5 * time.Minute,
@@ -156,9 +157,9 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 		PlacementMessage:   long,
 		AppSetExists:       true,
 		Decision:           names,
-		Outcome:            placementOutcome{Clusters: map[string]clusterPlan{}},
-		Apps:               map[string]appState{},
-		Clusters:           map[string]clusterInfo{},
+		Outcome:            placement.Outcome{Clusters: map[string]placement.Plan{}},
+		Apps:               map[string]AppState{},
+		Clusters:           map[string]ClusterInfo{},
 		Reports:            map[string]*fleetv1alpha1.VMState{},
 		Excluded: []fleetv1alpha1.ExclusionCount{{
 			Reason: "NoRoom", Count: 3, Clusters: names[:3], Detail: strings.Repeat("d", maxExclusionDetail)}},
@@ -170,23 +171,23 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	}
 	failed := map[string]bool{}
 	for i, c := range names {
-		in.Outcome.Clusters[c] = clusterPlan{State: statePlaced}
-		in.Apps[c] = appState{Sync: "Synced", Health: "Healthy"}
-		in.Clusters[c] = clusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionTrue}
+		in.Outcome.Clusters[c] = placement.Plan{State: placement.Placed}
+		in.Apps[c] = AppState{Sync: "Synced", Health: "Healthy"}
+		in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionTrue}
 		in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "Running", Ready: true, Node: strings.Repeat("n", 253),
 			IPAddresses: []string{"10.0.0.1", "fd00::1"}}
 		switch {
 		case i%1000 == 7: // five failed, their messages at their longest
 			failed[c] = true
 			in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "CrashLoopBackOff", Conditions: strings.Repeat("c", 1024), MissingNetworks: networks}
-			in.Apps[c] = appState{Sync: "OutOfSync", Health: "Degraded", Error: strings.Repeat("a", 512)}
+			in.Apps[c] = AppState{Sync: "OutOfSync", Health: "Degraded", Error: strings.Repeat("a", 512)}
 		case i%1000 == 9: // five unreachable
-			in.Clusters[c] = clusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionUnknown}
+			in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionUnknown}
 		case i >= n-300: // 300 not ready yet
 			in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "Starting"}
 		}
 	}
-	st := computeStatus(in)
+	st := Compute(in)
 
 	if len(st.Clusters) != n {
 		t.Fatalf("status.clusters has %d entries, want every one of the %d clusters", len(st.Clusters), n)
@@ -250,7 +251,7 @@ func findCondition(t *testing.T, st fleetv1alpha1.FleetVirtualMachineStatus, typ
 // TestBoundsMatchTheCRD: the limits the status is built to are those of
 // the generated CRD.
 func TestBoundsMatchTheCRD(t *testing.T) {
-	raw, err := os.ReadFile("../../../deploy/crds/fleetvm.io_fleetvirtualmachines.yaml")
+	raw, err := os.ReadFile("../../../../deploy/crds/fleetvm.io_fleetvirtualmachines.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +269,10 @@ func TestBoundsMatchTheCRD(t *testing.T) {
 		"placement.decidedClusters":     *placement.Properties["decidedClusters"].MaxItems,
 	}
 	want := map[string]int64{
-		"conditions[].message":          maxConditionMessage,
+		"conditions[].message":          MaxConditionMessage,
 		"clusters[].message":            maxEntryMessage,
 		"placement.excluded[].detail":   maxExclusionDetail,
-		"placement.excluded[].clusters": exclusionNames,
+		"placement.excluded[].clusters": ExclusionNames,
 		"placement.decidedClusters":     maxDecidedNames,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

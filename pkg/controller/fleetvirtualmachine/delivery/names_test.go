@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"math/rand/v2"
@@ -58,4 +58,22 @@ func TestNamesNeverCollide(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestChildName(t *testing.T) {
+	long := ChildName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name"))
+	if len(long) > 63 {
+		t.Errorf("ChildName = %q (%d chars), want at most 63", long, len(long))
+	}
+	other := ChildName(keyOf("a-very-long-namespace-name-for-a-team", "and-an-even-longer-virtual-machine-name2"))
+	if long == other {
+		t.Errorf("two FleetVMs share the child name %q", long)
+	}
+	if got := ChildName(keyOf("vms", "web")); got != "fvm-vms.web" {
+		t.Errorf("ChildName(vms/web) = %q, want fvm-vms.web", got)
+	}
+}
+
+func keyOf(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
 }

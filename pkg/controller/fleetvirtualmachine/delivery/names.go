@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"crypto/sha256"
@@ -9,10 +9,10 @@ import (
 )
 
 const (
-	// maxNameLength keeps generated names valid as label values: OCM labels
+	// MaxNameLength keeps generated names valid as label values: OCM labels
 	// PlacementDecisions with their Placement's name.
-	maxNameLength = 63
-	hashLength    = 8
+	MaxNameLength = 63
+	HashLength    = 8
 )
 
 // ChildName is the name of a FleetVirtualMachine's Placement and
@@ -26,18 +26,18 @@ func ChildName(key types.NamespacedName) string {
 	return boundedName("fvm-"+key.Namespace+"."+key.Name, key.String())
 }
 
-// sharedName is the name of the shared Placement and GitOpsCluster of a
+// SharedName is the name of the shared Placement and GitOpsCluster of a
 // cluster set: "fleetvm-<set>".
-func sharedName(clusterSet string) string {
+func SharedName(clusterSet string) string {
 	return boundedName("fleetvm-"+clusterSet, clusterSet)
 }
 
 func boundedName(name, key string) string {
-	if len(name) <= maxNameLength {
+	if len(name) <= MaxNameLength {
 		return name
 	}
 	sum := sha256.Sum256([]byte(key))
-	h := hex.EncodeToString(sum[:])[:hashLength]
-	prefix := strings.TrimRight(name[:maxNameLength-hashLength-1], "-.")
+	h := hex.EncodeToString(sum[:])[:HashLength]
+	prefix := strings.TrimRight(name[:MaxNameLength-HashLength-1], "-.")
 	return prefix + "-" + h
 }

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"testing"
@@ -30,7 +30,7 @@ func TestNextRefresh(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			refresh, wait := nextRefresh(tc.listed, present, now.Add(-tc.since), tc.last, now)
+			refresh, wait := NextRefresh(tc.listed, present, now.Add(-tc.since), tc.last, now)
 			if refresh != tc.wantRefresh || wait != tc.wantWait {
 				t.Errorf("refresh %v, wait %s; want %v, %s", refresh, wait, tc.wantRefresh, tc.wantWait)
 			}

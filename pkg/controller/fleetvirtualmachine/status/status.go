@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package status
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
@@ -19,8 +20,8 @@ import (
 // reconciler read and decided, with no client, so every case is
 // unit-testable.
 
-// appState is what the hub holds of one cluster's Argo CD Application.
-type appState struct {
+// AppState is what the hub holds of one cluster's Argo CD Application.
+type AppState struct {
 	Sync, Health string
 	Deleting     bool
 	// Error is Argo CD's own message when it cannot render or sync the
@@ -28,16 +29,28 @@ type appState struct {
 	Error string
 }
 
-// clusterInfo is what the hub holds of one ManagedCluster.
-type clusterInfo struct {
+// ClusterInfo is what the hub holds of one ManagedCluster.
+type ClusterInfo struct {
 	Environment string
 	// Available is the ManagedCluster's Available condition status; "" when
 	// the cluster is not found.
 	Available metav1.ConditionStatus
 }
 
-// statusInputs is everything the status is computed from.
-type statusInputs struct {
+// ImpersonationKey is the key of argocd-cm that turns Argo CD's sync
+// impersonation on.
+const ImpersonationKey = "application.sync.impersonation.enabled"
+
+// Impersonation is what argocd-cm says of sync impersonation.
+type Impersonation struct {
+	// Known: argocd-cm was read; Problem says why not otherwise.
+	Known   bool
+	Enabled bool
+	Problem string
+}
+
+// Inputs is everything the status is computed from.
+type Inputs struct {
 	Spec       fleetv1alpha1.FleetVirtualMachineSpec
 	Generation int64
 	// GracePeriod is how long a leaving cluster keeps the VM.
@@ -49,13 +62,13 @@ type statusInputs struct {
 	PlacementMessage   string
 	PlacementErr       error
 	// Decision is the OCM scheduler's decision; Outcome is FleetVM's
-	// (decide.go): where the VM is placed, leaving, removed.
+	// (placement.Decide): where the VM is placed, leaving, removed.
 	Decision     []string
-	Outcome      placementOutcome
+	Outcome      placement.Outcome
 	AppSetExists bool
 	DeliveryErr  error
-	Apps         map[string]appState
-	Clusters     map[string]clusterInfo
+	Apps         map[string]AppState
+	Clusters     map[string]ClusterInfo
 	Reports      map[string]*fleetv1alpha1.VMState
 	// Excluded says why clusters of the bound sets are not used (see
 	// wantsExclusions); nil when not computed.
@@ -74,16 +87,16 @@ type statusInputs struct {
 	// Impersonation is what argocd-cm says of sync impersonation;
 	// Namespace and Project are the FleetVirtualMachine's namespace and the
 	// AppProject its Applications run under.
-	Impersonation impersonation
+	Impersonation Impersonation
 	Namespace     string
 	Project       string
 	Previous      fleetv1alpha1.FleetVirtualMachineStatus
 	Now           metav1.Time
 }
 
-// computeStatus returns the new status: every owned condition is computed
+// Compute returns the new status: every owned condition is computed
 // on every pass; lastTransitionTimes are kept when nothing changed.
-func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
+func Compute(in Inputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	out := fleetv1alpha1.FleetVirtualMachineStatus{
 		ObservedGeneration: in.Generation,
 		Conditions:         slices.Clone(in.Previous.Conditions),
@@ -95,7 +108,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 		case in.PlacementScheduled:
 			// The first names and the count: where the VM is placed
 			// is status.clusters, complete.
-			decided := sortedCopy(in.Decision)
+			decided := slices.Sorted(slices.Values(in.Decision))
 			p.DecidedClusters = decided[:min(len(decided), maxDecidedNames)]
 			p.DecidedCount = int32(len(decided))
 		case in.Previous.Placement != nil:
@@ -120,7 +133,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 	} {
 		c.ObservedGeneration = in.Generation
 		c.LastTransitionTime = in.Now
-		c.Message = truncate(c.Message, maxConditionMessage)
+		c.Message = Truncate(c.Message, MaxConditionMessage)
 		meta.SetStatusCondition(&out.Conditions, c)
 	}
 	// Every cluster stays listed (the hub's record of where the VM is);
@@ -131,7 +144,7 @@ func computeStatus(in statusInputs) fleetv1alpha1.FleetVirtualMachineStatus {
 }
 
 // clusterEntries has one entry per cluster of the outcome, sorted.
-func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
+func clusterEntries(in Inputs) []fleetv1alpha1.ClusterStatus {
 	prev := map[string]fleetv1alpha1.ClusterStatus{}
 	for _, c := range in.Previous.Clusters {
 		prev[c.Cluster] = c
@@ -140,7 +153,7 @@ func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
 	entries := make([]fleetv1alpha1.ClusterStatus, 0, len(names))
 	for _, name := range names {
 		e := clusterEntry(in, name, in.Outcome.Clusters[name], prev[name])
-		e.Message = truncate(e.Message, maxEntryMessage)
+		e.Message = Truncate(e.Message, maxEntryMessage)
 		if p, ok := prev[name]; ok && p.Phase == e.Phase && p.LastTransitionTime != nil {
 			e.LastTransitionTime = p.LastTransitionTime
 		} else {
@@ -151,15 +164,15 @@ func clusterEntries(in statusInputs) []fleetv1alpha1.ClusterStatus {
 	return entries
 }
 
-func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
+func clusterEntry(in Inputs, name string, plan placement.Plan, prev fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
 	e := fleetv1alpha1.ClusterStatus{Cluster: name}
 	info, known := in.Clusters[name]
 	var previous *fleetv1alpha1.ClusterStatus
 	if prev.Cluster != "" {
 		previous = &prev
 	}
-	overlay := chooseOverlay(overlayInput{Previous: previous, Label: info.Environment, LabelKnown: known,
-		Placed: plan.State == statePlaced, Now: in.Now.Time, GracePeriod: in.GracePeriod})
+	overlay := placement.ChooseOverlay(placement.OverlayInput{Previous: previous, Label: info.Environment, LabelKnown: known,
+		Placed: plan.State == placement.Placed, Now: in.Now.Time, GracePeriod: in.GracePeriod})
 	e.Environment, e.PendingEnvironment, e.PendingEnvironmentSince = overlay.Environment, overlay.Pending, overlay.PendingSince
 	app, hasApp := in.Apps[name]
 	if hasApp {
@@ -179,7 +192,7 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 	}
 
 	switch plan.State {
-	case stateRemoving:
+	case placement.Removing:
 		e.Phase = fleetv1alpha1.ClusterPhaseRemoving
 		e.RemovingSince = plan.Since
 		showReport()
@@ -196,7 +209,7 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 			e.Message += " (" + plan.Reason + ")"
 		}
 		return e
-	case stateLeaving:
+	case placement.Leaving:
 		e.Phase = fleetv1alpha1.ClusterPhaseLeaving
 		e.LeavingSince = plan.Since
 		showReport()
@@ -236,17 +249,17 @@ func clusterEntry(in statusInputs, name string, plan clusterPlan, prev fleetv1al
 		e.Phase = phaseOf(report.PrintableStatus)
 		e.Message = report.Conditions
 		if len(report.MissingNetworks) > 0 {
-			e.Message = joinMessage(fmt.Sprintf("network %s missing on this cluster: the VM cannot start here again",
+			e.Message = JoinMessage(fmt.Sprintf("network %s missing on this cluster: the VM cannot start here again",
 				firstNames(report.MissingNetworks, 3)), e.Message)
 		}
 	}
 	if hasApp && app.Error != "" {
-		e.Message = joinMessage("Argo CD: "+app.Error, e.Message)
+		e.Message = JoinMessage("Argo CD: "+app.Error, e.Message)
 	}
 	return e
 }
 
-func joinMessage(a, b string) string {
+func JoinMessage(a, b string) string {
 	switch {
 	case b == "":
 		return a
@@ -258,7 +271,7 @@ func joinMessage(a, b string) string {
 
 // imageWait says which disk image the VM still waits for on the cluster,
 // or "" when every one is Ready there.
-func imageWait(in statusInputs, cluster string) string {
+func imageWait(in Inputs, cluster string) string {
 	for _, ref := range in.Spec.DiskImages {
 		fdi := in.Images[ref.Name]
 		if fdi == nil {
@@ -284,8 +297,8 @@ func imageWait(in statusInputs, cluster string) string {
 	return ""
 }
 
-// reportedImages lists the images the reported VMs use, sorted.
-func reportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
+// ReportedImages lists the images the reported VMs use, sorted.
+func ReportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
 	var out []string
 	for _, r := range reports {
 		out = append(out, r.DiskImages...)
@@ -298,7 +311,7 @@ func reportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
 // and its references across the fleet. A cluster whose state is unknown
 // is still counted: its VM was using the image when last seen, and an
 // image must never look less used than it may be.
-func diskImages(in statusInputs) []fleetv1alpha1.DiskImageUsage {
+func diskImages(in Inputs) []fleetv1alpha1.DiskImageUsage {
 	clusters := map[string]int32{}
 	for c, r := range in.Reports {
 		if _, ok := in.Outcome.Clusters[c]; !ok {
@@ -353,7 +366,7 @@ func placedEntries(entries []fleetv1alpha1.ClusterStatus) []fleetv1alpha1.Cluste
 	return out
 }
 
-func summarize(in statusInputs, entries []fleetv1alpha1.ClusterStatus) fleetv1alpha1.FleetSummary {
+func summarize(in Inputs, entries []fleetv1alpha1.ClusterStatus) fleetv1alpha1.FleetSummary {
 	placed := placedEntries(entries)
 	s := fleetv1alpha1.FleetSummary{Placed: int32(len(placed))}
 	s.Desired = s.Placed
@@ -379,14 +392,14 @@ func summarize(in statusInputs, entries []fleetv1alpha1.ClusterStatus) fleetv1al
 }
 
 // conflictMessage explains why this FleetVirtualMachine delivers nothing.
-func conflictMessage(in statusInputs) string {
+func conflictMessage(in Inputs) string {
 	return fmt.Sprintf("FleetVirtualMachine %s already delivers the same VM (name and namespace); one VM has one FleetVirtualMachine, so this one delivers nothing until that one is gone", in.Conflict)
 }
 
-func placedCondition(in statusInputs) metav1.Condition {
+func placedCondition(in Inputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionPlaced}
-	placed := in.Outcome.inState(statePlaced)
-	moving := slices.Concat(in.Outcome.inState(stateLeaving), in.Outcome.inState(stateRemoving))
+	placed := in.Outcome.InState(placement.Placed)
+	moving := slices.Concat(in.Outcome.InState(placement.Leaving), in.Outcome.InState(placement.Removing))
 	movingNote := ""
 	if len(moving) > 0 {
 		movingNote = fmt.Sprintf("; a new copy starts only once the VM has left %s (two copies of one VM never run at once)", listNames(moving))
@@ -394,11 +407,11 @@ func placedCondition(in statusInputs) metav1.Condition {
 	switch {
 	case in.Conflict != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
-	case len(in.UnboundSets) > 0 && len(in.UnboundSets) == len(setsOf(in.Spec)):
+	case len(in.UnboundSets) > 0 && len(in.UnboundSets) == len(placement.ClusterSets(in.Spec)):
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonClusterSetsNotBound
 		c.Message = unboundMessage(in.UnboundSets)
 	case in.PlacementErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, truncate(in.PlacementErr.Error(), maxErrorInMessage)
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonReconciling, Truncate(in.PlacementErr.Error(), MaxErrorInMessage)
 	case len(placed) == 0 && !in.PlacementScheduled:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "waiting for the OCM scheduler to decide"+movingNote
 	case len(placed) == 0 && len(moving) > 0:
@@ -406,19 +419,19 @@ func placedCondition(in statusInputs) metav1.Condition {
 		c.Message = "not placed on any cluster yet" + movingNote
 	case len(placed) == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoClusters
-		c.Message = "no cluster qualifies: " + orDefault(exclusionMessage(in.Excluded), orDefault(truncate(in.PlacementMessage, maxErrorInMessage), "no ManagedCluster matches")) +
+		c.Message = "no cluster qualifies: " + orDefault(exclusionMessage(in.Excluded), orDefault(Truncate(in.PlacementMessage, MaxErrorInMessage), "no ManagedCluster matches")) +
 			". A cluster must be in a listed cluster set, match the environment and selector, and have a node with room for the VM and its networks by the fleetvm-capacity score (published by the fleetvm addon agent); kubectl fleetvm explain lists every cluster"
 	case in.Spec.Placement.Clusters != nil && int32(len(placed)) < *in.Spec.Placement.Clusters:
 		c.Status, c.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNotEnoughClusters
 		c.Message = fmt.Sprintf("placed on %d of %d clusters (%s)", len(placed), *in.Spec.Placement.Clusters, listNames(placed))
 		if len(moving) == 0 {
-			c.Message += ": " + orDefault(exclusionMessage(in.Excluded), orDefault(truncate(in.PlacementMessage, maxErrorInMessage), "not enough clusters qualify"))
+			c.Message += ": " + orDefault(exclusionMessage(in.Excluded), orDefault(Truncate(in.PlacementMessage, MaxErrorInMessage), "not enough clusters qualify"))
 		}
 		c.Message += movingNote
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonClustersDecided
 		c.Message = "placed on " + listNames(placed)
-		if leaving := in.Outcome.inState(stateLeaving); len(leaving) > 0 {
+		if leaving := in.Outcome.InState(placement.Leaving); len(leaving) > 0 {
 			c.Message += "; leaving " + listNames(leaving)
 		}
 	}
@@ -432,14 +445,6 @@ func placedCondition(in statusInputs) metav1.Condition {
 	return c
 }
 
-// setsOf are the cluster sets a spec selects from ("default" when none).
-func setsOf(spec fleetv1alpha1.FleetVirtualMachineSpec) []string {
-	if len(spec.Placement.ClusterSets) == 0 {
-		return []string{defaultClusterSet}
-	}
-	return spec.Placement.ClusterSets
-}
-
 // unboundMessage says which cluster sets the namespace may not use, and
 // what would let it.
 func unboundMessage(sets []string) string {
@@ -447,9 +452,9 @@ func unboundMessage(sets []string) string {
 		strings.Join(sets, ", "))
 }
 
-func deliveredCondition(in statusInputs) metav1.Condition {
+func deliveredCondition(in Inputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionDelivered}
-	targets := in.Outcome.delivered()
+	targets := in.Outcome.Delivered()
 	var missing, failed []string
 	for _, name := range targets {
 		app, ok := in.Apps[name]
@@ -467,10 +472,10 @@ func deliveredCondition(in statusInputs) metav1.Condition {
 	switch {
 	case in.Conflict != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonConflict, conflictMessage(in)
-	case isForbidden(in.DeliveryErr):
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonForbidden, truncate(in.DeliveryErr.Error(), maxErrorInMessage)
+	case IsForbidden(in.DeliveryErr):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonForbidden, Truncate(in.DeliveryErr.Error(), MaxErrorInMessage)
 	case in.DeliveryErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, truncate(in.DeliveryErr.Error(), maxErrorInMessage)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeliveryFailed, Truncate(in.DeliveryErr.Error(), MaxErrorInMessage)
 	case len(targets) == 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonPlacementPending, "no cluster to deliver to"
 	case len(failed) > 0:
@@ -504,7 +509,7 @@ func settled(runStrategy fleetv1alpha1.RunStrategy, e fleetv1alpha1.ClusterStatu
 	}
 }
 
-func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+func readyCondition(in Inputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionReady}
 	placed := placedEntries(entries)
 	if in.Conflict != "" {
@@ -545,7 +550,7 @@ func readyCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) meta
 	return c
 }
 
-func availableCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+func availableCondition(in Inputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionAvailable}
 	var ready []string
 	for _, e := range entries {
@@ -568,7 +573,7 @@ func availableCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) 
 	return c
 }
 
-func degradedCondition(in statusInputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
+func degradedCondition(in Inputs, entries []fleetv1alpha1.ClusterStatus) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionDegraded}
 	var failed, unknown, unconfirmed []string
 	for _, e := range entries {
@@ -616,7 +621,7 @@ func orDefault(s, def string) string {
 // FleetVirtualMachine delivers: Argo CD syncs as a ServiceAccount of the
 // destination (sync impersonation), or with its own credentials, when only
 // the AppProject stands between a git repository and the cluster.
-func confinedCondition(in statusInputs) metav1.Condition {
+func confinedCondition(in Inputs) metav1.Condition {
 	c := metav1.Condition{Type: fleetv1alpha1.ConditionConfined}
 	switch {
 	case !in.Impersonation.Known:

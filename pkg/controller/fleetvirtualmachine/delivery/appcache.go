@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -8,7 +8,7 @@ import (
 // TrimApplication is the hub's cache transform for Argo CD Applications:
 // it keeps what the hub reads of one (its metadata and project, Argo CD's
 // sync and health status, its conditions, and the phase and messages of a failed
-// sync: appStateOf, removalBlocked) and drops the rest before it enters
+// sync: StateOf, removalBlocked) and drops the rest before it enters
 // the cache. An Application's spec carries the VM template in its Helm
 // values, and its status grows with every resource it syncs (resources,
 // history, summary, comparedTo); the hub holds three or more Applications

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package placement
 
 import (
 	"time"
@@ -16,8 +16,8 @@ import (
 // status records the overlay (clusterEntry) and the ApplicationSet
 // delivers what the status records (deliveryTargets).
 
-// overlayInput is what the overlay of one cluster is chosen from.
-type overlayInput struct {
+// OverlayInput is what the overlay of one cluster is chosen from.
+type OverlayInput struct {
 	// Previous is the cluster's entry in the status before this
 	// reconcile; nil when the cluster is newly placed (or the status was
 	// lost, as after a hub restore): its label applies at once.
@@ -33,8 +33,8 @@ type overlayInput struct {
 	GracePeriod time.Duration
 }
 
-// overlayChoice is the overlay the status records for a cluster.
-type overlayChoice struct {
+// OverlayChoice is the overlay the status records for a cluster.
+type OverlayChoice struct {
 	// Environment is the one the VM is delivered for.
 	Environment string
 	// Pending is the label value waiting for its grace period, seen first
@@ -43,44 +43,44 @@ type overlayChoice struct {
 	PendingSince *metav1.Time
 }
 
-// chooseOverlay applies the rule: a newly placed cluster gets its label's
+// ChooseOverlay applies the rule: a newly placed cluster gets its label's
 // overlay at once; a placed cluster whose label changed keeps its overlay
 // until the new value has held for the grace period (a value that changes
 // again restarts the wait; one that flaps back cancels it); a copy that
 // leaves, or whose cluster cannot be read, keeps what it has.
-func chooseOverlay(in overlayInput) overlayChoice {
+func ChooseOverlay(in OverlayInput) OverlayChoice {
 	prev := in.Previous
 	if prev == nil {
-		return overlayChoice{Environment: in.Label}
+		return OverlayChoice{Environment: in.Label}
 	}
 	if !in.LabelKnown {
-		return overlayChoice{Environment: prev.Environment, Pending: prev.PendingEnvironment, PendingSince: prev.PendingEnvironmentSince}
+		return OverlayChoice{Environment: prev.Environment, Pending: prev.PendingEnvironment, PendingSince: prev.PendingEnvironmentSince}
 	}
 	if !in.Placed || in.Label == prev.Environment {
-		return overlayChoice{Environment: prev.Environment}
+		return OverlayChoice{Environment: prev.Environment}
 	}
 	since := prev.PendingEnvironmentSince
 	if since == nil || prev.PendingEnvironment != in.Label {
-		since = ptrTime(wholeSecondAfter(in.Now))
+		since = ptrTime(WholeSecondAfter(in.Now))
 	}
-	if overlayWait(since, in.Now, in.GracePeriod) == 0 {
-		return overlayChoice{Environment: in.Label}
+	if OverlayWait(since, in.Now, in.GracePeriod) == 0 {
+		return OverlayChoice{Environment: in.Label}
 	}
-	return overlayChoice{Environment: prev.Environment, Pending: in.Label, PendingSince: since}
+	return OverlayChoice{Environment: prev.Environment, Pending: in.Label, PendingSince: since}
 }
 
-// overlayWait is how long until a pending overlay switch is due: 0 when
+// OverlayWait is how long until a pending overlay switch is due: 0 when
 // none is pending or it is due now.
-func overlayWait(since *metav1.Time, now time.Time, grace time.Duration) time.Duration {
+func OverlayWait(since *metav1.Time, now time.Time, grace time.Duration) time.Duration {
 	if since == nil {
 		return 0
 	}
 	return max(0, since.Add(grace).Sub(now))
 }
 
-// overlayWake is when the FleetVirtualMachine must be reconciled again
+// OverlayWake is when the FleetVirtualMachine must be reconciled again
 // for the pending overlay switches its status records (0: none).
-func overlayWake(clusters []fleetv1alpha1.ClusterStatus, now time.Time, grace time.Duration) time.Duration {
+func OverlayWake(clusters []fleetv1alpha1.ClusterStatus, now time.Time, grace time.Duration) time.Duration {
 	var wake time.Duration
 	for _, c := range clusters {
 		if c.PendingEnvironmentSince == nil {
@@ -88,7 +88,7 @@ func overlayWake(clusters []fleetv1alpha1.ClusterStatus, now time.Time, grace ti
 		}
 		// Due now but not switched (the status was written before the
 		// period ended): look again at once.
-		w := max(overlayWait(c.PendingEnvironmentSince, now, grace), time.Millisecond)
+		w := max(OverlayWait(c.PendingEnvironmentSince, now, grace), time.Millisecond)
 		if wake == 0 || w < wake {
 			wake = w
 		}
@@ -96,9 +96,9 @@ func overlayWake(clusters []fleetv1alpha1.ClusterStatus, now time.Time, grace ti
 	return wake
 }
 
-// wholeSecondAfter rounds t up to a whole second: the status keeps whole
+// WholeSecondAfter rounds t up to a whole second: the status keeps whole
 // seconds, so a wait read back from it is never short.
-func wholeSecondAfter(t time.Time) metav1.Time {
+func WholeSecondAfter(t time.Time) metav1.Time {
 	s := t.Truncate(time.Second)
 	if s.Before(t) {
 		s = s.Add(time.Second)

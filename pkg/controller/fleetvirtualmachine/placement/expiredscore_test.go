@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package placement
 
 import (
 	"maps"
@@ -71,21 +71,21 @@ func TestExpiredScoreAttractsNoCopy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			candidates := slices.Sorted(maps.Keys(tc.scores))
 			values := func(c string) map[string]int32 { return capacity.ValidScoreValues(tc.scores[c], now) }
-			picked := pickClusters(pickInput{
+			picked := Pick(PickInput{
 				Key: types.NamespacedName{Namespace: "ns", Name: "vm"}, Desired: tc.desired, Candidates: candidates, Placed: tc.placed,
 				Load: func(string) int { return 0 },
 				Fits: func(c string) bool { return values(c)[fit] >= 1 },
 				Free: func(c string) int32 { return values(c)[capacity.ScoreCPUFree] },
 			})
-			in := placementInput{Now: now, GracePeriod: time.Minute, Desired: tc.desired, Scheduled: true, Decision: picked,
-				Clusters: map[string]presence{}, Intent: map[string]clusterIntent{}}
+			in := Input{Now: now, GracePeriod: time.Minute, Desired: tc.desired, Scheduled: true, Decision: picked,
+				Clusters: map[string]Presence{}, Intent: map[string]Intent{}}
 			for _, c := range candidates {
-				in.Intent[c] = clusterIntent{Kind: intentIncluded}
+				in.Intent[c] = Intent{Kind: IntentIncluded}
 			}
 			for _, c := range tc.placed {
-				in.Clusters[c] = presence{Recorded: true, App: appLive}
+				in.Clusters[c] = Presence{Recorded: true, App: AppLive}
 			}
-			out := decidePlacement(in)
+			out := Decide(in)
 			var added []string
 			for c, p := range out.Clusters {
 				if p.Added {
@@ -93,15 +93,15 @@ func TestExpiredScoreAttractsNoCopy(t *testing.T) {
 				}
 			}
 			slices.Sort(added)
-			if diff := cmp.Diff(tc.wantPlaced, out.inState(statePlaced)); diff != "" {
+			if diff := cmp.Diff(tc.wantPlaced, out.InState(Placed)); diff != "" {
 				t.Errorf("placed (-want,+got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantAdded, added); diff != "" {
 				t.Errorf("added (-want,+got):\n%s", diff)
 			}
-			if len(out.Remove)+len(out.Release)+len(out.Dropped) > 0 || len(out.inState(stateLeaving)) > 0 {
+			if len(out.Remove)+len(out.Release)+len(out.Dropped) > 0 || len(out.InState(Leaving)) > 0 {
 				t.Errorf("a copy leaves because of a score: remove %v release %v dropped %v leaving %v",
-					out.Remove, out.Release, out.Dropped, out.inState(stateLeaving))
+					out.Remove, out.Release, out.Dropped, out.InState(Leaving))
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package placement
 
 import (
 	"fmt"
@@ -24,40 +24,40 @@ import (
 // not a stateless replica: two copies of one server must not run when the
 // cluster comes back).
 
-// intentKind says whether the FleetVirtualMachine's intent includes a
+// IntentKind says whether the FleetVirtualMachine's intent includes a
 // cluster.
-type intentKind int
+type IntentKind int
 
 const (
-	// intentUnknown: the cluster's facts could not be read. Keep the VM,
+	// IntentUnknown: the cluster's facts could not be read. Keep the VM,
 	// start no clock, remove nothing.
-	intentUnknown intentKind = iota
-	intentIncluded
-	intentExcluded
-	// intentGone: the ManagedCluster does not exist. Excluded; once the
+	IntentUnknown IntentKind = iota
+	IntentIncluded
+	IntentExcluded
+	// IntentGone: the ManagedCluster does not exist. Excluded; once the
 	// grace period passes the VM cannot be reached to be removed, so its
 	// Application is let go and the cluster forgotten.
-	intentGone
+	IntentGone
 )
 
-// clusterIntent is the intent for one cluster, with the reason when it
+// Intent is the intent for one cluster, with the reason when it
 // excludes it.
-type clusterIntent struct {
-	Kind   intentKind
+type Intent struct {
+	Kind   IntentKind
 	Reason string
 }
 
-// appPresence is what the hub holds of a cluster's Argo CD Application.
-type appPresence int
+// AppPresence is what the hub holds of a cluster's Argo CD Application.
+type AppPresence int
 
 const (
-	appNone appPresence = iota
-	appLive
-	appDeleting
+	AppNone AppPresence = iota
+	AppLive
+	AppDeleting
 )
 
 // presence is what the hub knows of the VM on one cluster.
-type presence struct {
+type Presence struct {
 	// Recorded: status.clusters has an entry: FleetVM placed the VM there.
 	Recorded     bool
 	LeavingSince *metav1.Time
@@ -65,7 +65,7 @@ type presence struct {
 	// spec.placement.clusters (the status's message says so).
 	LeavingForSurplus bool
 	RemovingSince     *metav1.Time
-	App               appPresence
+	App               AppPresence
 	// AppBlocked is why Argo CD could not remove the VM if FleetVM deleted
 	// the Application now (Argo CD reports the Application invalid, for
 	// instance when it has no cluster secret for the destination: it would
@@ -82,10 +82,10 @@ type presence struct {
 // on a cluster imported again) is adopted: it stays, counts toward
 // spec.placement.clusters and follows the same grace-period rule as any
 // other.
-func (p presence) present() bool { return p.Recorded || p.App != appNone || p.Reported }
+func (p Presence) Present() bool { return p.Recorded || p.App != AppNone || p.Reported }
 
-// placementInput is everything the decision reads.
-type placementInput struct {
+// Input is everything the decision reads.
+type Input struct {
 	Now         time.Time
 	GracePeriod time.Duration
 	// Desired is spec.placement.clusters; nil means every cluster that
@@ -104,24 +104,24 @@ type placementInput struct {
 	Decision []string
 	// Clusters: what the hub knows of the VM on every cluster it may be on
 	// (status, Applications, reports).
-	Clusters map[string]presence
+	Clusters map[string]Presence
 	// Intent of every cluster in Clusters and Decision; a cluster missing
-	// here is intentUnknown.
-	Intent map[string]clusterIntent
+	// here is IntentUnknown.
+	Intent map[string]Intent
 }
 
-// clusterState is where a cluster stands in FleetVM's record.
-type clusterState string
+// State is where a cluster stands in FleetVM's record.
+type State string
 
 const (
-	statePlaced   clusterState = "Placed"
-	stateLeaving  clusterState = "Leaving"
-	stateRemoving clusterState = "Removing"
+	Placed   State = "Placed"
+	Leaving  State = "Leaving"
+	Removing State = "Removing"
 )
 
-// clusterPlan is the decision for one cluster.
-type clusterPlan struct {
-	State clusterState
+// Plan is the decision for one cluster.
+type Plan struct {
+	State State
 	// Since is when the cluster started leaving or removal started.
 	Since *metav1.Time
 	// Reason is why it leaves, or why its removal waits.
@@ -132,11 +132,11 @@ type clusterPlan struct {
 	Blocked bool
 }
 
-// placementOutcome is the decision.
-type placementOutcome struct {
+// Outcome is the decision.
+type Outcome struct {
 	// Clusters is FleetVM's record afterwards: one plan per cluster the VM
 	// is on or goes to.
-	Clusters map[string]clusterPlan
+	Clusters map[string]Plan
 	// Remove: delete these clusters' Applications now, with Argo CD's
 	// resources finalizer, so Argo CD deletes the VM.
 	Remove []string
@@ -155,13 +155,13 @@ type placementOutcome struct {
 	Surplus []string
 }
 
-// delivered are the clusters the ApplicationSet delivers to, sorted:
+// Delivered are the clusters the ApplicationSet delivers to, sorted:
 // placed and leaving ones (a leaving cluster's VM is kept up to date until
 // it is removed).
-func (o placementOutcome) delivered() []string {
+func (o Outcome) Delivered() []string {
 	var out []string
 	for c, p := range o.Clusters {
-		if p.State != stateRemoving {
+		if p.State != Removing {
 			out = append(out, c)
 		}
 	}
@@ -169,8 +169,8 @@ func (o placementOutcome) delivered() []string {
 	return out
 }
 
-// inState returns the clusters in a state, sorted.
-func (o placementOutcome) inState(s clusterState) []string {
+// InState returns the clusters in a state, sorted.
+func (o Outcome) InState(s State) []string {
 	var out []string
 	for c, p := range o.Clusters {
 		if p.State == s {
@@ -181,16 +181,16 @@ func (o placementOutcome) inState(s clusterState) []string {
 	return out
 }
 
-func (in placementInput) intent(cluster string) clusterIntent {
+func (in Input) intent(cluster string) Intent {
 	if i, ok := in.Intent[cluster]; ok {
 		return i
 	}
-	return clusterIntent{Kind: intentUnknown}
+	return Intent{Kind: IntentUnknown}
 }
 
-// decidePlacement applies the rule.
-func decidePlacement(in placementInput) placementOutcome {
-	out := placementOutcome{Clusters: map[string]clusterPlan{}}
+// Decide applies the rule.
+func Decide(in Input) Outcome {
+	out := Outcome{Clusters: map[string]Plan{}}
 	now := metav1.NewTime(in.Now)
 	inDecision := map[string]bool{}
 	for _, c := range in.Decision {
@@ -201,18 +201,18 @@ func decidePlacement(in placementInput) placementOutcome {
 	var placed []string
 	for _, c := range slices.Sorted(maps.Keys(in.Clusters)) {
 		p := in.Clusters[c]
-		if !p.present() {
+		if !p.Present() {
 			continue
 		}
 		if p.RemovingSince != nil {
 			// A removal that started runs to its end: confirmed once no
 			// Application is left and the agent no longer reports the VM.
-			if p.App == appNone && !p.Reported {
+			if p.App == AppNone && !p.Reported {
 				out.Dropped = append(out.Dropped, c)
 				continue
 			}
-			plan := clusterPlan{State: stateRemoving, Since: p.RemovingSince}
-			if p.App == appLive {
+			plan := Plan{State: Removing, Since: p.RemovingSince}
+			if p.App == AppLive {
 				// Recreated (a generator that had not seen the change yet):
 				// remove it again.
 				out.Remove = append(out.Remove, c)
@@ -221,18 +221,18 @@ func decidePlacement(in placementInput) placementOutcome {
 			continue
 		}
 		switch i := in.intent(c); i.Kind {
-		case intentIncluded:
-			out.Clusters[c] = clusterPlan{State: statePlaced}
+		case IntentIncluded:
+			out.Clusters[c] = Plan{State: Placed}
 			placed = append(placed, c)
-		case intentUnknown:
+		case IntentUnknown:
 			// Keep; a cluster that was leaving keeps its clock, but
 			// nothing is removed on facts that cannot be read.
 			if p.LeavingSince != nil {
-				out.Clusters[c] = clusterPlan{State: stateLeaving, Since: p.LeavingSince, Blocked: true,
+				out.Clusters[c] = Plan{State: Leaving, Since: p.LeavingSince, Blocked: true,
 					Reason: "the cluster's labels and cluster sets cannot be read; nothing is removed until they can"}
 				continue
 			}
-			out.Clusters[c] = clusterPlan{State: statePlaced}
+			out.Clusters[c] = Plan{State: Placed}
 			placed = append(placed, c)
 		default:
 			out.leave(in, c, p, i, now)
@@ -262,8 +262,8 @@ func decidePlacement(in placementInput) placementOutcome {
 				out.Surplus = append(out.Surplus, c)
 				continue
 			}
-			out.leave(in, c, in.Clusters[c], clusterIntent{
-				Kind: intentExcluded, Reason: fmt.Sprintf("%s %d", surplusReason, *in.Desired),
+			out.leave(in, c, in.Clusters[c], Intent{
+				Kind: IntentExcluded, Reason: fmt.Sprintf("%s %d", SurplusReason, *in.Desired),
 			}, now)
 		}
 		slices.Sort(out.Surplus)
@@ -276,16 +276,16 @@ func decidePlacement(in placementInput) placementOutcome {
 	if in.Scheduled {
 		copies := len(out.Clusters)
 		for _, c := range slices.Sorted(slices.Values(in.Decision)) {
-			if _, ok := out.Clusters[c]; ok || in.Clusters[c].present() {
+			if _, ok := out.Clusters[c]; ok || in.Clusters[c].Present() {
 				continue
 			}
-			if in.intent(c).Kind != intentIncluded {
+			if in.intent(c).Kind != IntentIncluded {
 				continue
 			}
 			if in.Desired != nil && copies >= int(*in.Desired) {
 				break
 			}
-			out.Clusters[c] = clusterPlan{State: statePlaced, Added: true}
+			out.Clusters[c] = Plan{State: Placed, Added: true}
 			copies++
 		}
 	}
@@ -297,7 +297,7 @@ func decidePlacement(in placementInput) placementOutcome {
 
 // leave records a cluster the intent excludes: leaving until the grace
 // period has passed, then removed, released or dropped.
-func (o *placementOutcome) leave(in placementInput, c string, p presence, i clusterIntent, now metav1.Time) {
+func (o *Outcome) leave(in Input, c string, p Presence, i Intent, now metav1.Time) {
 	// The status keeps whole seconds: the time recorded is rounded up, so
 	// the grace period read back from it is never short.
 	since := metav1.NewTime(now.Truncate(time.Second))
@@ -307,7 +307,7 @@ func (o *placementOutcome) leave(in placementInput, c string, p presence, i clus
 	if p.LeavingSince != nil {
 		since = *p.LeavingSince
 	}
-	plan := clusterPlan{State: stateLeaving, Since: &since, Reason: i.Reason}
+	plan := Plan{State: Leaving, Since: &since, Reason: i.Reason}
 	left := in.GracePeriod - in.Now.Sub(since.Time)
 	if left > 0 {
 		o.Clusters[c] = plan
@@ -317,19 +317,19 @@ func (o *placementOutcome) leave(in placementInput, c string, p presence, i clus
 		return
 	}
 	switch {
-	case i.Kind == intentGone:
-		if p.App != appNone {
+	case i.Kind == IntentGone:
+		if p.App != AppNone {
 			o.Release = append(o.Release, c)
 		}
 		o.Dropped = append(o.Dropped, c)
-	case p.App == appLive && p.AppBlocked != "":
+	case p.App == AppLive && p.AppBlocked != "":
 		plan.Blocked = true
 		plan.Reason = i.Reason + "; the grace period is over but the VM is not removed: " + p.AppBlocked
 		o.Clusters[c] = plan
-	case p.App == appLive:
-		o.Clusters[c] = clusterPlan{State: stateRemoving, Since: &now, Reason: i.Reason}
+	case p.App == AppLive:
+		o.Clusters[c] = Plan{State: Removing, Since: &now, Reason: i.Reason}
 		o.Remove = append(o.Remove, c)
-	case p.App == appNone && !p.Reported:
+	case p.App == AppNone && !p.Reported:
 		// Nothing is there to remove.
 		o.Dropped = append(o.Dropped, c)
 	default:
@@ -342,9 +342,9 @@ func (o *placementOutcome) leave(in placementInput, c string, p presence, i clus
 	}
 }
 
-// surplusReason starts the reason of a copy that leaves because the user
+// SurplusReason starts the reason of a copy that leaves because the user
 // lowered spec.placement.clusters.
-const surplusReason = "spec.placement.clusters asks for"
+const SurplusReason = "spec.placement.clusters asks for"
 
 // boolOrder sorts false before true.
 func boolOrder(a, b bool) int {

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"encoding/json"
@@ -35,11 +35,11 @@ func TestArgoCDDiffOfAVMKubeVirtFilledIn(t *testing.T) {
 	if err := json.Unmarshal([]byte(desired), &def); err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := normalizers.NewIgnoreNormalizer(kubevirtFilledFields(def), nil, normalizers.IgnoreNormalizerOpts{})
+	shipped, err := normalizers.NewIgnoreNormalizer(KubevirtFilledFields(def), nil, normalizers.IgnoreNormalizerOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	forGit, err := normalizers.NewIgnoreNormalizer(kubevirtFilledFields(nil), nil, normalizers.IgnoreNormalizerOpts{})
+	forGit, err := normalizers.NewIgnoreNormalizer(KubevirtFilledFields(nil), nil, normalizers.IgnoreNormalizerOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package status
 
 import (
 	"fmt"
@@ -15,8 +15,8 @@ import (
 // limits of the CRD (apis/fleetvm/v1alpha1; a test compares them with the
 // generated CRD).
 const (
-	// maxConditionMessage is metav1.Condition's limit.
-	maxConditionMessage = 32768
+	// MaxConditionMessage is metav1.Condition's limit.
+	MaxConditionMessage = 32768
 	// maxEntryMessage is status.clusters[].message's limit.
 	maxEntryMessage = 1024
 	// maxExclusionDetail is status.placement.excluded[].detail's limit.
@@ -25,10 +25,10 @@ const (
 	// first names; decidedCount says how many.
 	maxDecidedNames = 100
 
-	// maxErrorInMessage bounds an error or a message of another
+	// MaxErrorInMessage bounds an error or a message of another
 	// component (the OCM scheduler's, an API server's) quoted in a
 	// condition.
-	maxErrorInMessage = 2048
+	MaxErrorInMessage = 2048
 
 	// namesInMessage is how many names a message gives before "and N
 	// more".
@@ -53,9 +53,9 @@ func firstNames(names []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
-// truncate cuts s to at most limit characters (the unit of a CRD's
+// Truncate cuts s to at most limit characters (the unit of a CRD's
 // maxLength), ending in "…" when cut. It never splits a character.
-func truncate(s string, limit int) string {
+func Truncate(s string, limit int) string {
 	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
@@ -116,11 +116,11 @@ func compactEntries(runStrategy fleetv1alpha1.RunStrategy, entries []fleetv1alph
 		out[i] = fleetv1alpha1.ClusterStatus{
 			Cluster: e.Cluster, Environment: e.Environment, Phase: e.Phase, Ready: e.Ready,
 			LeavingSince: e.LeavingSince, RemovingSince: e.RemovingSince,
-			// The overlay's record (overlay.go) is kept for every cluster.
+			// The overlay's record (placement.ChooseOverlay) is kept for every cluster.
 			PendingEnvironment: e.PendingEnvironment, PendingEnvironmentSince: e.PendingEnvironmentSince,
 		}
 		if e.LeavingSince != nil {
-			// Why it leaves is part of the decision's record (decide.go).
+			// Why it leaves is part of the decision's record (placement.Decide).
 			out[i].Message = e.Message
 		}
 	}

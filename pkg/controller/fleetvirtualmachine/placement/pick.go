@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package placement
 
 import (
 	"cmp"
@@ -18,8 +18,8 @@ import (
 // pick: a pure function, and the count of FleetVirtualMachines per cluster
 // it balances by.
 
-// pickInput is what one FleetVirtualMachine's clusters are picked from.
-type pickInput struct {
+// PickInput is what one FleetVirtualMachine's clusters are picked from.
+type PickInput struct {
 	// Key spreads ties: FleetVirtualMachines created together, which see
 	// the same loads, do not all pick the same cluster.
 	Key types.NamespacedName
@@ -40,12 +40,12 @@ type pickInput struct {
 	Free func(cluster string) int32
 }
 
-// pickClusters returns the clusters the VM should be on, sorted: the ones
+// Pick returns the clusters the VM should be on, sorted: the ones
 // it is placed on, then the candidates it fits on, fewest
 // FleetVirtualMachines first, until it has as many as it asks for. The
 // decision (decide.go) keeps placed clusters whatever this says, and adds
 // from it only while copies are missing.
-func pickClusters(in pickInput) []string {
+func Pick(in PickInput) []string {
 	out := slices.Clone(in.Placed)
 	need := -1
 	if in.Desired != nil {
@@ -95,22 +95,22 @@ func tieBreak(key types.NamespacedName, cluster string) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-// clusterLoad counts the FleetVirtualMachines recorded on each cluster,
+// ClusterLoad counts the FleetVirtualMachines recorded on each cluster,
 // from the watch of FleetVirtualMachines and from this controller's own
 // status writes (so reconciles running side by side see each other's
 // picks before the cache does).
-type clusterLoad struct {
+type ClusterLoad struct {
 	mu    sync.Mutex
 	by    map[types.NamespacedName][]string
 	count map[string]int
 }
 
-func newClusterLoad() *clusterLoad {
-	return &clusterLoad{by: map[types.NamespacedName][]string{}, count: map[string]int{}}
+func NewClusterLoad() *ClusterLoad {
+	return &ClusterLoad{by: map[types.NamespacedName][]string{}, count: map[string]int{}}
 }
 
-// set records the clusters a FleetVirtualMachine is on (nil: none).
-func (l *clusterLoad) set(key types.NamespacedName, clusters []string) {
+// Set records the clusters a FleetVirtualMachine is on (nil: none).
+func (l *ClusterLoad) Set(key types.NamespacedName, clusters []string) {
 	if l == nil {
 		return
 	}
@@ -131,8 +131,8 @@ func (l *clusterLoad) set(key types.NamespacedName, clusters []string) {
 	}
 }
 
-// of returns how many FleetVirtualMachines are on a cluster.
-func (l *clusterLoad) of(cluster string) int {
+// Of returns how many FleetVirtualMachines are on a cluster.
+func (l *ClusterLoad) Of(cluster string) int {
 	if l == nil {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/diskimage"
 )
 
 // TestKubevirtFilledFields: Argo CD leaves out of its diff exactly the
@@ -67,8 +68,8 @@ func TestKubevirtFilledFields(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if diff := cmp.Diff(tc.want, kubevirtFilledFields(vm)); diff != "" {
-				t.Errorf("kubevirtFilledFields (-want,+got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, KubevirtFilledFields(vm)); diff != "" {
+				t.Errorf("KubevirtFilledFields (-want,+got):\n%s", diff)
 			}
 		})
 	}
@@ -93,11 +94,11 @@ func TestApplicationTemplateIgnoresKubevirtFields(t *testing.T) {
 			RunStrategy: fleetv1alpha1.RunStrategyAlways,
 		},
 	}
-	r := &Reconciler{Config: DefaultConfig()}
+	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: diskimage.DefaultNamespace, Chart: ChartSource{RepoURL: "https://github.com/fleetvm/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
 	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
 			fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}, Spec: spec}
-			appSet, err := r.desiredApplicationSet(fvm, "fleetvm-team-a", []deliveryTarget{{Name: "prod-a", Environment: "prod"}})
+			appSet, err := r.ApplicationSet(fvm, "fleetvm-team-a", []Target{{Name: "prod-a", Environment: "prod"}})
 			if err != nil {
 				t.Fatal(err)
 			}

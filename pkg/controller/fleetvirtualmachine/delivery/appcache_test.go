@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package delivery
 
 import (
 	"testing"
@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
 
 // TestTrimApplication: the cached Application reads the same to the hub
@@ -59,10 +61,10 @@ func TestTrimApplication(t *testing.T) {
 	}
 	trimmed := got.(*argov1alpha1.Application)
 	orig := rich()
-	if diff := cmp.Diff(appStateOf(orig), appStateOf(trimmed), cmp.AllowUnexported(appState{})); diff != "" {
-		t.Errorf("appStateOf changed by the trim (-want,+got):\n%s", diff)
+	if diff := cmp.Diff(StateOf(orig), StateOf(trimmed), cmp.AllowUnexported(status.AppState{})); diff != "" {
+		t.Errorf("StateOf changed by the trim (-want,+got):\n%s", diff)
 	}
-	if a, b := removalBlocked(orig), removalBlocked(trimmed); a != b || a == "" {
+	if a, b := RemovalBlocked(orig), RemovalBlocked(trimmed); a != b || a == "" {
 		t.Errorf("removalBlocked = %q after the trim, %q before (want the same, not empty)", b, a)
 	}
 	wantMeta := orig.ObjectMeta
