@@ -24,6 +24,7 @@ import (
 
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
@@ -31,36 +32,23 @@ const wait = 30 * time.Second
 
 var fleet *fleetenv.Fleet
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(agenttest.Logger())
-	f, err := fleetenv.Start(context.Background(), fleetenv.Options{
-		Spokes: []string{"spoke", "target"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := startSimulators(ctx, f)
-	defer func() {
-		cancel()
-		for _, done := range stopped {
-			<-done
-		}
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+// TestMain starts two spokes, each with a simulator; the two are joined
+// by the stand-ins for the network between clusters (exports, migration
+// sync).
+func TestMain(m *testing.M) {
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{Spokes: []string{"spoke", "target"}, NoPlacementController: true, Scheme: agenttest.Scheme()},
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			stopped, err := startSimulators(ctx, f)
+			return func() error {
+				for _, done := range stopped {
+					<-done
+				}
+				return nil
+			}, err
+		},
+	}))
 }
 
 // runs counts, per name, the runs of the tests that use it (go test
