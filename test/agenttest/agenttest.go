@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	exportv1beta1 "kubevirt.io/api/export/v1beta1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,14 +33,16 @@ import (
 
 // Scheme knows every type a test fleet holds: fleetvm-hub's types
 // (Kubernetes, FleetVM, OCM, Argo CD), plus the ones only tests and spokes
-// use: apiextensions, OCM addons, KubeVirt and CDI. It is fleetenv's
-// scheme too, defined here so that unit tests need no test environment.
+// use: apiextensions, OCM addons, KubeVirt (with its exports) and CDI. It
+// is fleetenv's scheme too, defined here so that unit tests need no test
+// environment.
 func Scheme() *runtime.Scheme {
 	s := hub.Scheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		apiextensionsv1.AddToScheme,
 		addonv1alpha1.Install,
 		kubevirtv1.AddToScheme,
+		exportv1beta1.AddToScheme,
 		cdiv1beta1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))

@@ -128,7 +128,8 @@ type crdSet struct {
 // crdPaths lists the CRD files of the hub and of the spokes.
 //
 // Hub: FleetVM's own; OCM cluster, addon and work; Argo CD; GitOpsCluster.
-// Spokes: KubeVirt, CDI and Multus' NetworkAttachmentDefinition. OCM and Argo CD CRDs come from their Go modules
+// Spokes: KubeVirt (VMs, instances, migrations, exports), CDI and Multus'
+// NetworkAttachmentDefinition. OCM and Argo CD CRDs come from their Go modules
 // so they always match the pinned versions; the others are copies in
 // test/testdata/crds.
 func crdPaths(root string) (crdSet, error) {
@@ -164,6 +165,8 @@ func crdPaths(root string) (crdSet, error) {
 	spoke := []string{
 		filepath.Join(third, "kubevirt.io_virtualmachines.yaml"),
 		filepath.Join(third, "kubevirt.io_virtualmachineinstances.yaml"),
+		filepath.Join(third, "kubevirt.io_virtualmachineinstancemigrations.yaml"),
+		filepath.Join(third, "export.kubevirt.io_virtualmachineexports.yaml"),
 		filepath.Join(third, "cdi.kubevirt.io_datavolumes.yaml"),
 		filepath.Join(third, "cdi.kubevirt.io_datasources.yaml"),
 		filepath.Join(third, "cdi.kubevirt.io_dataimportcrons.yaml"),

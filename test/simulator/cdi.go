@@ -188,6 +188,15 @@ func (s *Simulator) deleteOrphanClaim(ctx context.Context, key client.ObjectKey)
 	return nil
 }
 
+// importFailure is the message of an import that cannot read its source,
+// "" when it can.
+func (s *Simulator) importFailure(ctx context.Context, dv *cdiv1beta1.DataVolume) (string, error) {
+	if host, fails := failingHost(dv); fails {
+		return fmt.Sprintf("Unable to connect to %s data source: dial tcp: lookup %s: no such host", sourceKind(dv), host), nil
+	}
+	return s.exportImportFailure(ctx, dv)
+}
+
 // failingHost returns the host of the DataVolume's import URL and whether
 // it ends in FailingHostSuffix.
 func failingHost(dv *cdiv1beta1.DataVolume) (string, bool) {

@@ -1,7 +1,6 @@
 package simulator_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -72,71 +71,64 @@ func waitDataSource(t *testing.T, c client.Client, ns, name string, status corev
 // and the DataSource is NotFound again.
 func TestGoldenImage(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "golden-vm")
-	if err := s.EnsureNamespace(ctx, "golden-images"); err != nil {
+	vmNS, images := fresh("golden-vm"), fresh("golden-images")
+	s := spoke(t, vmNS)
+	if err := s.EnsureNamespace(ctx, images); err != nil {
 		t.Fatal(err)
 	}
 	// Exactly the VM's size, and gone after the test: VMs of other tests
 	// never land on it (nodes are cluster-wide, picked first fit by name).
-	node, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-golden", CPU: "1", Memory: "1Gi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Client.Delete(context.Background(), node); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
-	})
-	dv, ds := goldenImage("golden-images", "rhel9", "https://images.example/rhel9.qcow2")
+	createNode(t, s, fleetenv.Node{Name: "n-" + vmNS, CPU: "1", Memory: "1Gi"})
+	dv, ds := goldenImage(images, "rhel9", "https://images.example/rhel9.qcow2")
 	if err := s.Client.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	waitDataSource(t, s.Client, "golden-images", "rhel9", corev1.ConditionFalse, simulator.ReasonDataSourceNotFound)
+	waitDataSource(t, s.Client, images, "rhel9", corev1.ConditionFalse, simulator.ReasonDataSourceNotFound)
 
-	vm := agenttest.VM("golden-vm", "app", agenttest.DataVolumeTemplate("app-root", agenttest.DataSourceRef("golden-images", "rhel9")))
+	vm := agenttest.VM(vmNS, "app", agenttest.DataVolumeTemplate("app-root", agenttest.DataSourceRef(images, "rhel9")))
 	if err := s.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
 		root := &cdiv1beta1.DataVolume{}
-		if err := get(ctx, s.Client, "golden-vm", "app-root", root); err != nil {
+		if err := get(ctx, s.Client, vmNS, "app-root", root); err != nil {
 			return false, err
 		}
 		return root.Status.Phase == cdiv1beta1.Pending, nil
 	}); err != nil {
 		t.Fatalf("VM's DataVolume not Pending while the image is missing: %v", err)
 	}
-	waitPrintable(t, s.Client, "golden-vm", "app", kubevirtv1.VirtualMachineStatusProvisioning, false)
+	waitPrintable(t, s.Client, vmNS, "app", kubevirtv1.VirtualMachineStatusProvisioning, false)
 
 	if err := s.Client.Create(ctx, dv); err != nil {
 		t.Fatal(err)
 	}
-	waitDataSource(t, s.Client, "golden-images", "rhel9", corev1.ConditionTrue, simulator.ReasonDataSourceReady)
-	if err := get(ctx, s.Client, "golden-images", "rhel9", dv); err != nil {
+	waitDataSource(t, s.Client, images, "rhel9", corev1.ConditionTrue, simulator.ReasonDataSourceReady)
+	if err := get(ctx, s.Client, images, "rhel9", dv); err != nil {
 		t.Fatal(err)
 	}
 	if dv.Status.Phase != cdiv1beta1.Succeeded || dv.Status.Progress != "100.0%" {
 		t.Errorf("image DataVolume = %s %s, want Succeeded 100.0%% once its DataSource is Ready", dv.Status.Phase, dv.Status.Progress)
 	}
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := get(ctx, s.Client, "golden-images", "rhel9", pvc); err != nil {
+	if err := get(ctx, s.Client, images, "rhel9", pvc); err != nil {
 		t.Fatalf("claim of the imported image: %v", err)
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Status.Capacity.Storage().String() != "20Gi" || !metav1.IsControlledBy(pvc, dv) {
 		t.Errorf("claim = %s %s owner %v, want Bound 20Gi owned by the DataVolume", pvc.Status.Phase, pvc.Status.Capacity.Storage(), metav1.GetControllerOf(pvc))
 	}
-	waitPrintable(t, s.Client, "golden-vm", "app", kubevirtv1.VirtualMachineStatusRunning, true)
+	waitPrintable(t, s.Client, vmNS, "app", kubevirtv1.VirtualMachineStatusRunning, true)
 
 	if err := s.Client.Delete(ctx, dv); err != nil {
 		t.Fatal(err)
 	}
 	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
-		err := get(ctx, s.Client, "golden-images", "rhel9", &corev1.PersistentVolumeClaim{})
+		err := get(ctx, s.Client, images, "rhel9", &corev1.PersistentVolumeClaim{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}); err != nil {
 		t.Errorf("claim not deleted with its DataVolume: %v", err)
 	}
-	waitDataSource(t, s.Client, "golden-images", "rhel9", corev1.ConditionFalse, simulator.ReasonDataSourceNotFound)
+	waitDataSource(t, s.Client, images, "rhel9", corev1.ConditionFalse, simulator.ReasonDataSourceNotFound)
 }
 
 // TestFailedImport: an import from a host under simulator.FailingHostSuffix
@@ -144,15 +136,16 @@ func TestGoldenImage(t *testing.T) {
 // DataSource is not Ready, with the DataVolume's phase as the reason.
 func TestFailedImport(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "failing-images")
-	dv, ds := goldenImage("failing-images", "broken", "https://mirror"+simulator.FailingHostSuffix+"/broken.qcow2")
+	ns := fresh("failing-images")
+	s := spoke(t, ns)
+	dv, ds := goldenImage(ns, "broken", "https://mirror"+simulator.FailingHostSuffix+"/broken.qcow2")
 	for _, o := range []client.Object{dv, ds} {
 		if err := s.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitDataSource(t, s.Client, "failing-images", "broken", corev1.ConditionFalse, string(cdiv1beta1.Failed))
-	if err := get(ctx, s.Client, "failing-images", "broken", dv); err != nil {
+	waitDataSource(t, s.Client, ns, "broken", corev1.ConditionFalse, string(cdiv1beta1.Failed))
+	if err := get(ctx, s.Client, ns, "broken", dv); err != nil {
 		t.Fatal(err)
 	}
 	var ready *cdiv1beta1.DataVolumeCondition
@@ -165,7 +158,7 @@ func TestFailedImport(t *testing.T) {
 		!strings.Contains(ready.Message, "mirror"+simulator.FailingHostSuffix) {
 		t.Errorf("DataVolume = phase %s, Ready %+v; want Failed, Ready=False naming the host", dv.Status.Phase, ready)
 	}
-	if err := get(ctx, s.Client, "failing-images", "broken", &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+	if err := get(ctx, s.Client, ns, "broken", &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
 		t.Errorf("claim of a failed import: %v, want NotFound", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -85,11 +86,21 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		vmi = nil
 	}
 
+	if vmi != nil {
+		if strategy, ok := afterMove(vm, vmi); ok {
+			// The VM comes back through the watch.
+			return ctrl.Result{}, s.setRunStrategy(ctx, vm, strategy)
+		}
+	}
+
 	status := vm.Status.DeepCopy()
 	var wait time.Duration
-	if ShouldRun(vm, vmi != nil) {
+	switch {
+	case RunStrategy(vm) == kubevirtv1.RunStrategyWaitAsReceiver:
+		wait, err = s.receive(ctx, vm, vmi, dvsReady, status)
+	case ShouldRun(vm, vmi != nil):
 		wait, err = s.run(ctx, vm, vmi, dvsReady, status)
-	} else {
+	default:
 		wait, err = s.stop(ctx, vm, vmi, status)
 	}
 	if err != nil {
@@ -194,8 +205,84 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 		s.stepped(vm.UID)
 	}
 	st.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
+	if ms := vmi.Status.MigrationState; ms != nil && ms.StartTimestamp != nil && !ms.Completed {
+		st.PrintableStatus = kubevirtv1.VirtualMachineStatusMigrating
+	}
 	st.Ready = true
 	setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionTrue, reasonRunning, "", now)
+	return 0, nil
+}
+
+// afterMove tells the run strategy KubeVirt gives a VM once a
+// decentralized migration completed: Halted for the source (its instance
+// has Succeeded: the VM runs on the other cluster now), and for the
+// target the strategy its kubevirt.io/restore-run-strategy annotation
+// names (without one it stays WaitAsReceiver and its instance runs on).
+func afterMove(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (kubevirtv1.VirtualMachineRunStrategy, bool) {
+	strategy := RunStrategy(vm)
+	switch {
+	case migratedAway(vmi) && strategy != kubevirtv1.RunStrategyHalted:
+		return kubevirtv1.RunStrategyHalted, true
+	case received(vmi) && strategy == kubevirtv1.RunStrategyWaitAsReceiver:
+		if restore := vm.Annotations[kubevirtv1.RestoreRunStrategy]; restore != "" {
+			return kubevirtv1.VirtualMachineRunStrategy(restore), true
+		}
+	}
+	return "", false
+}
+
+// setRunStrategy writes the VM's run strategy (and drops the legacy
+// spec.running), as virt-controller updates the VM.
+func (s *Simulator) setRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy) error {
+	patch := client.MergeFromWithOptions(vm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	vm = vm.DeepCopy()
+	vm.Spec.RunStrategy, vm.Spec.Running = &strategy, nil
+	if err := s.client.Patch(ctx, vm, patch); err != nil {
+		return fmt.Errorf("set runStrategy %s on VirtualMachine %s: %w", strategy, klog.KObj(vm), err)
+	}
+	return nil
+}
+
+// receive moves a VM with runStrategy WaitAsReceiver: once its disks are
+// ready it gets a receiver instance (annotated
+// kubevirt.io/create-migration-target, WaitingForSync, on no node) and
+// shows WaitingForReceiver; while a migration fills it, Starting then
+// Migrating; once the migration completed, the instance runs like any
+// other.
+func (s *Simulator) receive(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvsReady bool, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+	if vmi != nil && received(vmi) {
+		return s.run(ctx, vm, vmi, dvsReady, st)
+	}
+	now := metav1.NewTime(s.clock.Now())
+	st.Ready = false
+	setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
+	removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
+	want := kubevirtv1.VirtualMachineStatusWaitingForReceiver
+	switch {
+	case vmi == nil && !dvsReady:
+		st.Created = false
+		want = kubevirtv1.VirtualMachineStatusProvisioning
+	case vmi == nil:
+		if ok, wait := s.due(vm.UID); !ok {
+			return wait, nil
+		}
+		if _, err := s.createInstance(ctx, vm, ""); err != nil {
+			return 0, err
+		}
+		st.Created = true
+	case vmi.Status.Phase == kubevirtv1.WaitingForSync:
+		st.Created = true
+	case vmi.Status.MigrationState != nil && vmi.Status.MigrationState.StartTimestamp != nil:
+		st.Created = true
+		want = kubevirtv1.VirtualMachineStatusMigrating
+	default:
+		st.Created = true
+		want = kubevirtv1.VirtualMachineStatusStarting
+	}
+	if st.PrintableStatus != want {
+		st.PrintableStatus = want
+		s.stepped(vm.UID)
+	}
 	return 0, nil
 }
 
@@ -329,7 +416,8 @@ func (s *Simulator) assume(p *corev1.Pod) {
 	s.assumed[nn(p)] = assumedPod{pod: *p.DeepCopy(), at: s.clock.Now()}
 }
 
-// createInstance creates the VM's instance, scheduled on node.
+// createInstance creates the VM's instance, scheduled on node, or, with
+// no node, the receiver instance of a VM that waits as a receiver.
 func (s *Simulator) createInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, node string) (*kubevirtv1.VirtualMachineInstance, error) {
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{
@@ -340,7 +428,7 @@ func (s *Simulator) createInstance(ctx context.Context, vm *kubevirtv1.VirtualMa
 	}
 	if vm.Spec.Template != nil {
 		vmi.Labels = vm.Spec.Template.ObjectMeta.Labels
-		vmi.Annotations = vm.Spec.Template.ObjectMeta.Annotations
+		vmi.Annotations = maps.Clone(vm.Spec.Template.ObjectMeta.Annotations)
 		vmi.Spec = *vm.Spec.Template.Spec.DeepCopy()
 	}
 	if vmi.Labels == nil {
@@ -348,6 +436,13 @@ func (s *Simulator) createInstance(ctx context.Context, vm *kubevirtv1.VirtualMa
 	}
 	vmi.Labels[kubevirtv1.VirtualMachineLabel] = vm.Name
 	status := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled, NodeName: node}
+	if node == "" {
+		if vmi.Annotations == nil {
+			vmi.Annotations = map[string]string{}
+		}
+		vmi.Annotations[kubevirtv1.CreateMigrationTarget] = "true"
+		status = kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.WaitingForSync}
+	}
 	vmi.Status = status
 	if err := s.client.Create(ctx, vmi); err != nil {
 		if !apierrors.IsAlreadyExists(err) {

@@ -6,10 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	exportv1beta1 "kubevirt.io/api/export/v1beta1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +52,9 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("set up CDI DataVolume simulator: %w", err)
 	}
+	if err := s.setupMoves(mgr); err != nil {
+		return err
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("cdi-simulator-datasource").
 		For(&cdiv1beta1.DataSource{}).
@@ -62,6 +67,45 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// setupMoves registers what plays moving VMs between clusters:
+// VirtualMachineExports and decentralized migrations. Each runs where the
+// spoke serves its kind and the manager's scheme knows it (the test
+// fleets install both CRDs; fleetvm-agent's scheme, which the local fleet
+// runs the simulator with, has no exports).
+func (s *Simulator) setupMoves(mgr ctrl.Manager) error {
+	serves := func(gvk schema.GroupVersionKind) bool {
+		if !mgr.GetScheme().Recognizes(gvk) {
+			return false
+		}
+		_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err == nil
+	}
+	if serves(exportv1beta1.SchemeGroupVersion.WithKind("VirtualMachineExport")) {
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("kubevirt-simulator-export").
+			For(&exportv1beta1.VirtualMachineExport{}).
+			Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(s.exportsIn)).
+			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(s.exportsIn)).
+			Watches(&cdiv1beta1.DataVolume{}, handler.EnqueueRequestsFromMapFunc(s.exportsIn)).
+			Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.exportsIn)).
+			Complete(exportReconciler{s})
+		if err != nil {
+			return fmt.Errorf("set up KubeVirt export simulator: %w", err)
+		}
+	}
+	if serves(kubevirtv1.VirtualMachineInstanceMigrationGroupVersionKind) {
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("kubevirt-simulator-migration").
+			For(&kubevirtv1.VirtualMachineInstanceMigration{}).
+			Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(s.migrationsOf)).
+			Complete(migrationReconciler{s})
+		if err != nil {
+			return fmt.Errorf("set up KubeVirt migration simulator: %w", err)
+		}
+	}
+	return nil
+}
+
 // discoverStatusSubresources asks the API server which of the resources
 // the simulator writes have a status subresource.
 func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
@@ -69,9 +113,12 @@ func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("discovery client: %w", err)
 	}
-	for _, gv := range []string{kubevirtv1.SchemeGroupVersion.String(), cdiv1beta1.SchemeGroupVersion.String()} {
+	for _, gv := range []string{kubevirtv1.SchemeGroupVersion.String(), cdiv1beta1.SchemeGroupVersion.String(), exportv1beta1.SchemeGroupVersion.String()} {
 		list, err := dc.ServerResourcesForGroupVersion(gv)
 		if err != nil {
+			if apierrors.IsNotFound(err) && gv == exportv1beta1.SchemeGroupVersion.String() {
+				continue // no exports on this spoke
+			}
 			return fmt.Errorf("discover %s: %w", gv, err)
 		}
 		names := map[string]bool{}
@@ -79,7 +126,7 @@ func (s *Simulator) discoverStatusSubresources(mgr ctrl.Manager) error {
 			names[r.Name] = true
 		}
 		s.mu.Lock()
-		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "datavolumes", "datasources"} {
+		for _, r := range []string{"virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations", "datavolumes", "datasources", "virtualmachineexports"} {
 			if names[r] {
 				s.statusSubresource[r] = names[r+"/status"]
 			}

@@ -21,9 +21,21 @@
 // PersistentVolumeClaim of the DataVolume's name, an import from a host
 // ending in FailingHostSuffix fails, and every DataSource's Ready condition
 // follows the DataVolume or claim its spec.source.pvc names.
+//
+// For moving VMs between clusters it plays KubeVirt's VirtualMachineExport
+// (export.go: Pending while the source is in use, then Ready with links
+// and a token Secret), CDI imports from an export's volume URL (failed
+// while no Ready export serves it), and KubeVirt 1.7's decentralized live
+// migration (migration.go: a receiver instance for a VM with runStrategy
+// WaitAsReceiver, both clusters' migrations walking their phases, the
+// source halted and the target running at the end). What one cluster
+// cannot see of another goes through stand-ins the test fleet wires:
+// Options.Exports and a shared SyncNetwork. Options.Faults are the test
+// knobs for the failures of a move.
 package simulator
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/fnv"
 	"net/netip"
@@ -68,6 +80,12 @@ type Simulator struct {
 	// statusSubresource tells, per resource, whether its CRD has a status
 	// subresource (real KubeVirt and CDI CRDs do; some copies do not).
 	statusSubresource map[string]bool
+
+	exportProxyHost string
+	exports         func(ctx context.Context, url string) (bool, error)
+	syncAddress     string
+	network         *SyncNetwork
+	faults          Faults
 }
 
 type assumedPod struct {
@@ -84,6 +102,54 @@ type Options struct {
 	// StepDelay is how long each status step takes: 0 moves as fast as
 	// the watches allow (tests), DefaultStepDelay looks lifelike.
 	StepDelay time.Duration
+
+	// ExportProxyHost is the host of this cluster's export proxy (KubeVirt's
+	// virt-exportproxy behind an Ingress or Route), such as
+	// "virt-exportproxy.spoke-a.invalid": Ready exports then carry
+	// status.links.external through it. Without it, exports have internal
+	// links only, as KubeVirt's on a cluster without that Ingress.
+	ExportProxyHost string
+	// Exports stands in for the network from this cluster's CDI to the
+	// other clusters' export proxies, which the simulator cannot see: an
+	// import whose http URL is an external export link of another host
+	// asks it whether a Ready export serves that URL, and fails when not.
+	// The test fleet wires it to the other spokes' ServesExport; a URL that
+	// none serves then reads as 404 Not Found, whatever its host. Nil:
+	// other hosts do not resolve and such imports fail.
+	Exports func(ctx context.Context, url string) (ready bool, err error)
+	// SyncAddress is this cluster's synchronization controller address,
+	// which KubeVirt reports in migrations' status.synchronizationAddresses
+	// and which a source migration names in spec.sendTo.connectURL.
+	SyncAddress string
+	// SyncNetwork stands in for the network between the clusters'
+	// synchronization controllers; share one across a test fleet's spokes.
+	// Nil: a network of this simulator's own, which serves migrations
+	// between namespaces of this cluster (with SyncAddress set, and named
+	// in connectURL).
+	SyncNetwork *SyncNetwork
+	// Faults are the failures this simulator plays.
+	Faults Faults
+}
+
+// Faults are test knobs: each makes the simulator play one failure a real
+// cluster can have. A nil field plays none.
+type Faults struct {
+	// ExportFails tells whether the exporter pod of a VirtualMachineExport
+	// fails: the export then stays Pending with Ready=False, reason
+	// Unknown (KubeVirt's reason for an exporter pod neither pending nor
+	// ready), and issues no links, so imports from it fail.
+	ExportFails func(export types.NamespacedName) bool
+	// ReceiverNeverReady tells whether a decentralized migration into this
+	// VM never gets its receiver's virt-launcher pod, as when the target
+	// cluster cannot place it: the target migration stays Pending, the
+	// source one Scheduling, and the source VM keeps running.
+	ReceiverNeverReady func(vm types.NamespacedName) bool
+	// MigrationFailsHalfway tells whether the decentralized migration with
+	// this migrationID fails once both sides run it: both migrations go
+	// Failed, the source VM keeps running, and the target VM is left not
+	// running, its receiver waiting again. Set it on the source cluster's
+	// simulator (the source decides; the target follows).
+	MigrationFailsHalfway func(migrationID string) bool
 }
 
 // New returns a Simulator.
@@ -92,6 +158,10 @@ func New(opts Options) *Simulator {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	network := opts.SyncNetwork
+	if network == nil {
+		network = NewSyncNetwork()
+	}
 	return &Simulator{
 		client:            opts.Client,
 		clock:             clk,
@@ -99,6 +169,11 @@ func New(opts Options) *Simulator {
 		lastStep:          map[types.UID]time.Time{},
 		assumed:           map[types.NamespacedName]assumedPod{},
 		statusSubresource: map[string]bool{},
+		exportProxyHost:   opts.ExportProxyHost,
+		exports:           opts.Exports,
+		syncAddress:       opts.SyncAddress,
+		network:           network,
+		faults:            opts.Faults,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
@@ -29,59 +32,140 @@ const wait = 30 * time.Second
 
 var fleet *fleetenv.Fleet
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(agenttest.Logger())
-	f, err := fleetenv.Start(context.Background(), fleetenv.Options{
-		Spokes: []string{"spoke"}, NoPlacementController: true, Scheme: agenttest.Scheme(),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	fleet = f
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := startSimulator(ctx, f)
-	if err != nil {
-		cancel()
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { cancel(); <-stopped }()
-	return m.Run()
+// TestMain starts two spokes, each with a simulator; the two are joined
+// by the stand-ins for the network between clusters (exports, migration
+// sync).
+func TestMain(m *testing.M) {
+	os.Exit(fleetrun.Main(m, fleetrun.Suite{
+		Fleet: fleetenv.Options{Spokes: []string{"spoke", "target"}, NoPlacementController: true, Scheme: agenttest.Scheme()},
+		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
+			fleet = f
+			stopped, err := startSimulators(ctx, f)
+			return func() error {
+				for _, done := range stopped {
+					<-done
+				}
+				return nil
+			}, err
+		},
+	}))
 }
 
-// spoke starts a simulator on the spoke and returns it with a namespace
-// of the test's own. Nodes are cluster-wide: tests that create nodes use
-// distinct names and sizes that do not interfere.
+// runs counts, per name, the runs of the tests that use it (go test
+// -count=N runs each test N times against the same API servers).
+var runs = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
+
+// fresh returns base on a test's first run and base-2, base-3, ... on the
+// next ones, so that a test run again meets nothing of its last run: its
+// namespaces, nodes and migration IDs are its own.
+func fresh(base string) string {
+	runs.Lock()
+	defer runs.Unlock()
+	runs.n[base]++
+	if n := runs.n[base]; n > 1 {
+		return fmt.Sprintf("%s-%d", base, n)
+	}
+	return base
+}
+
+// createNode creates a node for the test alone: it goes when the test
+// ends, so that no later test's VM lands on it (nodes are cluster-wide,
+// picked first fit by name).
+func createNode(t *testing.T, c *fleetenv.Cluster, n fleetenv.Node) *corev1.Node {
+	t.Helper()
+	node, err := c.CreateNode(t.Context(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Client.Delete(context.Background(), node); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	})
+	return node
+}
+
+// spoke returns the spoke with a namespace of the test's own (a test run
+// again takes new names: see fresh). Nodes are cluster-wide: tests create
+// them with createNode.
 func spoke(t *testing.T, ns string) *fleetenv.Cluster {
 	t.Helper()
-	s := fleet.Spoke("spoke")
+	return cluster(t, "spoke", ns)
+}
+
+// cluster returns the named spoke ("spoke" or "target") with a namespace
+// of the test's own.
+func cluster(t *testing.T, name, ns string) *fleetenv.Cluster {
+	t.Helper()
+	s := fleet.Spoke(name)
 	if err := s.EnsureNamespace(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// startSimulator runs the simulator on the spoke for the whole package.
-func startSimulator(ctx context.Context, f *fleetenv.Fleet) (<-chan error, error) {
-	mgr, err := ctrl.NewManager(f.Spoke("spoke").Config, ctrl.Options{Scheme: f.Scheme, Logger: agenttest.Logger(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		return nil, err
+// proxyHost is the host of a spoke's export proxy, syncAddress the
+// address of its synchronization controller: what the simulators' stand-ins
+// for the network between the spokes route by.
+func proxyHost(spoke string) string   { return "virt-exportproxy." + spoke + ".invalid" }
+func syncAddress(spoke string) string { return "sync." + spoke + ".invalid:9185" }
+
+// Prefixes of the namespaces (and migration IDs) where the simulators play
+// the failures of a move: an exporter that fails, a receiver that never
+// gets a pod, a migration that fails once both sides run it.
+const (
+	nsExportFails        = "export-fails"
+	nsReceiverNeverReady = "never-ready"
+	idFailsHalfway       = "fails-halfway"
+)
+
+var faults = simulator.Faults{
+	ExportFails:           func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
+	ReceiverNeverReady:    func(vm types.NamespacedName) bool { return strings.HasPrefix(vm.Namespace, nsReceiverNeverReady) },
+	MigrationFailsHalfway: func(id string) bool { return strings.HasPrefix(id, idFailsHalfway) },
+}
+
+// startSimulators runs a simulator on each spoke for the whole package,
+// wired together as a fleet: one SyncNetwork, and each one's Exports asking
+// the others.
+func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+	network := simulator.NewSyncNetwork()
+	var sims []*simulator.Simulator
+	exports := func(ctx context.Context, url string) (bool, error) {
+		for _, s := range sims {
+			if ok, err := s.ServesExport(ctx, url); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
 	}
-	if err := simulator.New(simulator.Options{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return nil, err
+	var managers []ctrl.Manager
+	for _, spoke := range f.Spokes {
+		// One simulator per spoke in one process: the controllers' names repeat.
+		mgr, err := ctrl.NewManager(spoke.Config, ctrl.Options{Scheme: f.Scheme, Logger: agenttest.Logger(),
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+		if err != nil {
+			return nil, err
+		}
+		sim := simulator.New(simulator.Options{Client: mgr.GetClient(), ExportProxyHost: proxyHost(spoke.Name), Exports: exports,
+			SyncAddress: syncAddress(spoke.Name), SyncNetwork: network, Faults: faults})
+		if err := sim.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+		sims = append(sims, sim)
+		managers = append(managers, mgr)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return done, nil
+	var stopped []<-chan error
+	for _, mgr := range managers {
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		stopped = append(stopped, done)
+	}
+	return stopped, nil
 }
 
 func get(ctx context.Context, c client.Client, ns, name string, obj client.Object) error {
@@ -121,15 +205,14 @@ func launcherPods(t *testing.T, c client.Client, ns, vm string) []corev1.Pod {
 
 func TestRunAndHalt(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "run-halt")
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-run-halt", CPU: "8", Memory: "16Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	vm := agenttest.VM("run-halt", "web", agenttest.Resources("2", "4Gi"))
+	ns := fresh("run-halt")
+	s := spoke(t, ns)
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns, CPU: "8", Memory: "16Gi"})
+	vm := agenttest.VM(ns, "web", agenttest.Resources("2", "4Gi"))
 	if err := s.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	got := waitPrintable(t, s.Client, "run-halt", "web", kubevirtv1.VirtualMachineStatusRunning, true)
+	got := waitPrintable(t, s.Client, ns, "web", kubevirtv1.VirtualMachineStatusRunning, true)
 	if !got.Status.Created || got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("status created=%v observedGeneration=%d generation=%d, want created and observedGeneration = generation",
 			got.Status.Created, got.Status.ObservedGeneration, got.Generation)
@@ -138,21 +221,21 @@ func TestRunAndHalt(t *testing.T) {
 		t.Errorf("finalizers = %v, want %s", got.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer)
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := get(ctx, s.Client, "run-halt", "web", vmi); err != nil {
+	if err := get(ctx, s.Client, ns, "web", vmi); err != nil {
 		t.Fatal(err)
 	}
 	ip := simulator.InstanceIP(got.UID)
-	if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.NodeName != "n-run-halt" ||
+	if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.NodeName != "n-"+ns ||
 		len(vmi.Status.Interfaces) != 1 || vmi.Status.Interfaces[0].IP != ip {
-		t.Errorf("VMI status = phase %s node %s interfaces %+v, want Running on n-run-halt with %s", vmi.Status.Phase, vmi.Status.NodeName, vmi.Status.Interfaces, ip)
+		t.Errorf("VMI status = phase %s node %s interfaces %+v, want Running on n-%s with %s", vmi.Status.Phase, vmi.Status.NodeName, vmi.Status.Interfaces, ns, ip)
 	}
-	pods := launcherPods(t, s.Client, "run-halt", "web")
+	pods := launcherPods(t, s.Client, ns, "web")
 	if len(pods) != 1 {
 		t.Fatalf("launcher pods = %d, want 1", len(pods))
 	}
 	p := pods[0]
 	if !strings.HasPrefix(p.Name, "virt-launcher-web-") || len(p.Name) != len("virt-launcher-web-")+5 ||
-		p.Spec.NodeName != "n-run-halt" || p.Status.Phase != corev1.PodRunning ||
+		p.Spec.NodeName != "n-"+ns || p.Status.Phase != corev1.PodRunning ||
 		p.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" || p.Spec.Containers[0].Resources.Requests.Memory().String() != "4Gi" {
 		t.Errorf("launcher pod %s on %s phase %s requests %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Spec.Containers[0].Resources.Requests)
 	}
@@ -162,14 +245,14 @@ func TestRunAndHalt(t *testing.T) {
 	if err := s.Client.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	got = waitPrintable(t, s.Client, "run-halt", "web", kubevirtv1.VirtualMachineStatusStopped, false)
+	got = waitPrintable(t, s.Client, ns, "web", kubevirtv1.VirtualMachineStatusStopped, false)
 	if got.Status.Created {
 		t.Error("stopped VM still created")
 	}
-	if err := get(ctx, s.Client, "run-halt", "web", &kubevirtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+	if err := get(ctx, s.Client, ns, "web", &kubevirtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
 		t.Errorf("VMI after stop: %v, want NotFound", err)
 	}
-	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) { return len(launcherPods(t, s.Client, "run-halt", "web")) == 0, nil }); err != nil {
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) { return len(launcherPods(t, s.Client, ns, "web")) == 0, nil }); err != nil {
 		t.Errorf("launcher pod not deleted: %v", err)
 	}
 
@@ -178,7 +261,7 @@ func TestRunAndHalt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
-		_, err := vmStatus(ctx, s.Client, "run-halt", "web")
+		_, err := vmStatus(ctx, s.Client, ns, "web")
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
 		t.Errorf("VM not deleted: %v", err)
@@ -187,10 +270,9 @@ func TestRunAndHalt(t *testing.T) {
 
 func TestRunStrategies(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "strategies")
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-strategies", CPU: "64", Memory: "256Gi"}); err != nil {
-		t.Fatal(err)
-	}
+	ns := fresh("strategies")
+	s := spoke(t, ns)
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns, CPU: "64", Memory: "256Gi"})
 	cases := map[string]struct {
 		opt       agenttest.VMOption
 		want      kubevirtv1.VirtualMachinePrintableStatus
@@ -204,10 +286,10 @@ func TestRunStrategies(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if err := s.Client.Create(ctx, agenttest.VM("strategies", name, tc.opt)); err != nil {
+			if err := s.Client.Create(ctx, agenttest.VM(ns, name, tc.opt)); err != nil {
 				t.Fatal(err)
 			}
-			waitPrintable(t, s.Client, "strategies", name, tc.want, tc.wantReady)
+			waitPrintable(t, s.Client, ns, name, tc.want, tc.wantReady)
 		})
 	}
 }
@@ -216,25 +298,22 @@ func TestRunStrategies(t *testing.T) {
 // ErrorUnschedulable, and starts once a node with room appears.
 func TestUnschedulableUntilRoom(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "room")
-	vm := agenttest.VM("room", "huge", agenttest.Resources("500", "1Ti"))
+	ns := fresh("room")
+	s := spoke(t, ns)
+	vm := agenttest.VM(ns, "huge", agenttest.Resources("500", "1Ti"))
 	if err := s.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	waitPrintable(t, s.Client, "room", "huge", kubevirtv1.VirtualMachineStatusUnschedulable, false)
-	if pods := launcherPods(t, s.Client, "room", "huge"); len(pods) != 0 {
+	waitPrintable(t, s.Client, ns, "huge", kubevirtv1.VirtualMachineStatusUnschedulable, false)
+	if pods := launcherPods(t, s.Client, ns, "huge"); len(pods) != 0 {
 		t.Errorf("unschedulable VM has %d launcher pods", len(pods))
 	}
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-room-cordoned", CPU: "1000", Memory: "4Ti", Unschedulable: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-room-huge", CPU: "1000", Memory: "4Ti"}); err != nil {
-		t.Fatal(err)
-	}
-	waitPrintable(t, s.Client, "room", "huge", kubevirtv1.VirtualMachineStatusRunning, true)
-	pods := launcherPods(t, s.Client, "room", "huge")
-	if len(pods) != 1 || pods[0].Spec.NodeName != "n-room-huge" {
-		t.Errorf("launcher pods = %v, want one on n-room-huge", podNodes(pods))
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns + "-cordoned", CPU: "1000", Memory: "4Ti", Unschedulable: true})
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns + "-huge", CPU: "1000", Memory: "4Ti"})
+	waitPrintable(t, s.Client, ns, "huge", kubevirtv1.VirtualMachineStatusRunning, true)
+	pods := launcherPods(t, s.Client, ns, "huge")
+	if len(pods) != 1 || pods[0].Spec.NodeName != "n-"+ns+"-huge" {
+		t.Errorf("launcher pods = %v, want one on n-%s-huge", podNodes(pods), ns)
 	}
 }
 
@@ -251,19 +330,18 @@ func podNodes(pods []corev1.Pod) []string {
 // DataSource exists and is Ready.
 func TestDataVolumes(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "disks")
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-disks", CPU: "8", Memory: "16Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	vm := agenttest.VM("disks", "db",
+	ns, golden := fresh("disks"), fresh("golden")
+	s := spoke(t, ns)
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns, CPU: "8", Memory: "16Gi"})
+	vm := agenttest.VM(ns, "db",
 		agenttest.DataVolumeTemplate("db-root", agenttest.HTTPSource("https://images.example/rhel9.qcow2")),
-		agenttest.DataVolumeTemplate("db-data", agenttest.DataSourceRef("golden", "data")))
+		agenttest.DataVolumeTemplate("db-data", agenttest.DataSourceRef(golden, "data")))
 	if err := s.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
 	dvPhase := func(name string) (cdiv1beta1.DataVolumePhase, cdiv1beta1.DataVolumeProgress, error) {
 		dv := &cdiv1beta1.DataVolume{}
-		err := get(ctx, s.Client, "disks", name, dv)
+		err := get(ctx, s.Client, ns, name, dv)
 		return dv.Status.Phase, dv.Status.Progress, err
 	}
 	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
@@ -279,20 +357,20 @@ func TestDataVolumes(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("DataVolumes: want db-root Succeeded 100.0%% and db-data Pending: %v", err)
 	}
-	got, err := vmStatus(ctx, s.Client, "disks", "db")
+	got, err := vmStatus(ctx, s.Client, ns, "db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(kubevirtv1.VirtualMachineStatusProvisioning, got.Status.PrintableStatus); diff != "" || got.Status.Ready {
 		t.Errorf("VM waiting for disks: ready=%v printableStatus (-want,+got):\n%s", got.Status.Ready, diff)
 	}
-	if err := s.EnsureNamespace(ctx, "golden"); err != nil {
+	if err := s.EnsureNamespace(ctx, golden); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Client.Create(ctx, agenttest.ReadyDataSource("golden", "data")); err != nil {
+	if err := s.Client.Create(ctx, agenttest.ReadyDataSource(golden, "data")); err != nil {
 		t.Fatal(err)
 	}
-	waitPrintable(t, s.Client, "disks", "db", kubevirtv1.VirtualMachineStatusRunning, true)
+	waitPrintable(t, s.Client, ns, "db", kubevirtv1.VirtualMachineStatusRunning, true)
 	if p, _, err := dvPhase("db-data"); err != nil || p != cdiv1beta1.Succeeded {
 		t.Errorf("db-data phase = %s (%v), want Succeeded", p, err)
 	}
@@ -325,20 +403,22 @@ func slicesContain(list []string, s string) bool {
 // it, and then runs there.
 func TestNetworks(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "nets")
-	const res corev1.ResourceName = "bridge.network.kubevirt.io/simtest"
-	vm := agenttest.VM("nets", "bridged", agenttest.Resources("2", "2Gi"), agenttest.Multus("vlan", "default/simtest"))
+	ns := fresh("nets")
+	s := spoke(t, ns)
+	net := fresh("simtest")
+	res := corev1.ResourceName("bridge.network.kubevirt.io/" + net)
+	vm := agenttest.VM(ns, "bridged", agenttest.Resources("2", "2Gi"), agenttest.Multus("vlan", "default/"+net))
 	if err := s.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
 	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
-		got, err := vmStatus(ctx, s.Client, "nets", "bridged")
+		got, err := vmStatus(ctx, s.Client, ns, "bridged")
 		if err != nil {
 			return false, err
 		}
 		for _, c := range got.Status.Conditions {
 			if c.Type == kubevirtv1.VirtualMachineFailure && c.Reason == "FailedCreate" &&
-				strings.Contains(c.Message, "failed to locate network attachment definition default/simtest") {
+				strings.Contains(c.Message, "failed to locate network attachment definition default/"+net) {
 				return true, nil
 			}
 		}
@@ -347,7 +427,7 @@ func TestNetworks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no FailedCreate naming the missing network: %v", err)
 	}
-	if pods := launcherPods(t, s.Client, "nets", "bridged"); len(pods) != 0 {
+	if pods := launcherPods(t, s.Client, ns, "bridged"); len(pods) != 0 {
 		t.Errorf("VM without its network has %d launcher pods", len(pods))
 	}
 
@@ -355,21 +435,19 @@ func TestNetworks(t *testing.T) {
 	nad.SetAPIVersion("k8s.cni.cncf.io/v1")
 	nad.SetKind("NetworkAttachmentDefinition")
 	nad.SetNamespace("default")
-	nad.SetName("simtest")
+	nad.SetName(net)
 	nad.SetAnnotations(map[string]string{"k8s.v1.cni.cncf.io/resourceName": string(res)})
 	if err := s.Client.Create(ctx, nad); err != nil {
 		t.Fatal(err)
 	}
-	waitPrintable(t, s.Client, "nets", "bridged", kubevirtv1.VirtualMachineStatusUnschedulable, false)
+	waitPrintable(t, s.Client, ns, "bridged", kubevirtv1.VirtualMachineStatusUnschedulable, false)
 
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-nets-bridge", CPU: "4", Memory: "8Gi",
-		Extended: map[corev1.ResourceName]string{res: "10"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitPrintable(t, s.Client, "nets", "bridged", kubevirtv1.VirtualMachineStatusRunning, true)
-	pods := launcherPods(t, s.Client, "nets", "bridged")
-	if len(pods) != 1 || pods[0].Spec.NodeName != "n-nets-bridge" {
-		t.Fatalf("launcher pods = %v, want one on n-nets-bridge", podNodes(pods))
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns + "-bridge", CPU: "4", Memory: "8Gi",
+		Extended: map[corev1.ResourceName]string{res: "10"}})
+	waitPrintable(t, s.Client, ns, "bridged", kubevirtv1.VirtualMachineStatusRunning, true)
+	pods := launcherPods(t, s.Client, ns, "bridged")
+	if len(pods) != 1 || pods[0].Spec.NodeName != "n-"+ns+"-bridge" {
+		t.Fatalf("launcher pods = %v, want one on n-%s-bridge", podNodes(pods), ns)
 	}
 	if q := pods[0].Spec.Containers[0].Resources.Requests[res]; q.Value() != 1 {
 		t.Errorf("launcher pod asks for %s of %s, want 1", q.String(), res)
@@ -381,16 +459,15 @@ func TestNetworks(t *testing.T) {
 // into its spec, and what the VM sets itself stays as it is.
 func TestFillsSpecLikeKubeVirt(t *testing.T) {
 	ctx := t.Context()
-	s := spoke(t, "fill")
-	if _, err := s.CreateNode(ctx, fleetenv.Node{Name: "n-fill", CPU: "8", Memory: "16Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	setsOwn := agenttest.VM("fill", "own", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	ns := fresh("fill")
+	s := spoke(t, ns)
+	createNode(t, s, fleetenv.Node{Name: "n-" + ns, CPU: "8", Memory: "16Gi"})
+	setsOwn := agenttest.VM(ns, "own", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
 	setsOwn.Spec.Template.Spec.Domain.Firmware = &kubevirtv1.Firmware{Serial: "S-1", Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{}}}
 	setsOwn.Spec.Template.Spec.Domain.Machine = &kubevirtv1.Machine{Type: "pc-q35-rhel9.6.0"}
 	for _, vm := range []*kubevirtv1.VirtualMachine{
-		agenttest.VM("fill", "a", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
-		agenttest.VM("fill", "b", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
+		agenttest.VM(ns, "a", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
+		agenttest.VM(ns, "b", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted)),
 		setsOwn,
 	} {
 		if err := s.Client.Create(ctx, vm); err != nil {
@@ -402,7 +479,7 @@ func TestFillsSpecLikeKubeVirt(t *testing.T) {
 		var vm *kubevirtv1.VirtualMachine
 		err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
 			var err error
-			if vm, err = vmStatus(ctx, s.Client, "fill", name); err != nil {
+			if vm, err = vmStatus(ctx, s.Client, ns, name); err != nil {
 				return false, err
 			}
 			fw := vm.Spec.Template.Spec.Domain.Firmware

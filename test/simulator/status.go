@@ -107,7 +107,10 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 // 100.0%, Succeeded with a Bound PersistentVolumeClaim of the same name
 // (created before the phase says Succeeded, so whoever sees Succeeded finds
 // the claim). An import from a host that ends in FailingHostSuffix goes
-// from ImportScheduled to Failed instead. Failed and Succeeded are final.
+// from ImportScheduled to Failed instead, and so does one from an export's
+// volume URL while no Ready export serves it (checked at every step: an
+// export that goes away fails the import under way). Failed and Succeeded
+// are final.
 func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolume) (time.Duration, error) {
 	if dv.Status.Phase == cdiv1beta1.Failed {
 		return 0, nil
@@ -123,20 +126,25 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 	if err != nil {
 		return 0, err
 	}
+	// Once scheduled, an import fails when its source cannot be read: a
+	// host under FailingHostSuffix, an export that is not Ready.
+	failure := ""
+	if sourceReady && st.Phase != "" && st.Phase != cdiv1beta1.Pending {
+		if failure, err = s.importFailure(ctx, dv); err != nil {
+			return 0, err
+		}
+	}
 	now := metav1.NewTime(s.clock.Now())
 	switch {
 	case !sourceReady:
 		st.Phase, st.Progress = cdiv1beta1.Pending, "N/A"
 	case st.Phase == "" || st.Phase == cdiv1beta1.Pending:
 		st.Phase, st.Progress = cdiv1beta1.ImportScheduled, "N/A"
+	case failure != "":
+		st.Phase, st.Progress = cdiv1beta1.Failed, "N/A"
+		setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionFalse, reasonImportError, failure, now)
+		setDVCondition(st, cdiv1beta1.DataVolumeReady, corev1.ConditionFalse, reasonImportError, failure, now)
 	case st.Phase == cdiv1beta1.ImportScheduled:
-		if host, fails := failingHost(dv); fails {
-			msg := fmt.Sprintf("Unable to connect to %s data source: dial tcp: lookup %s: no such host", sourceKind(dv), host)
-			st.Phase, st.Progress = cdiv1beta1.Failed, "N/A"
-			setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionFalse, reasonImportError, msg, now)
-			setDVCondition(st, cdiv1beta1.DataVolumeReady, corev1.ConditionFalse, reasonImportError, msg, now)
-			break
-		}
 		st.Phase, st.Progress = cdiv1beta1.ImportInProgress, formatProgress(0)
 		setDVCondition(st, cdiv1beta1.DataVolumeRunning, corev1.ConditionTrue, "Running", "", now)
 	default:
