@@ -369,7 +369,8 @@ func TestArgsFromValues(t *testing.T) {
 			want: map[string]string{
 				"argocd-namespace": "argocd", "environment-label": "env",
 				"vm-chart-repo-url": "https://github.com/fleetvm/fleetvm.git", "vm-chart-path": "deploy/charts/fleetvm-vm",
-				"vm-chart-name": "", "vm-chart-revision": "main", "removal-grace-period": "5m", "workers": "4",
+				"vm-chart-name": "", "vm-chart-revision": "main", "removal-grace-period": "5m", "workers": "8",
+				"kube-api-qps": "200", "kube-api-burst": "400",
 				"agent-image": "ghcr.io/fleetvm/fleetvm:v0.1.0", "addon-install-strategy": "Placements",
 				"addon-placement-namespace": "open-cluster-management-addon", "addon-placement-name": "fleetvm-agent",
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
