@@ -2,6 +2,7 @@ package fleetrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -87,4 +88,29 @@ func Main(m *testing.M, s Suite) int {
 		}
 	}
 	return code
+}
+
+// Runners are what a suite's Setup starts beside the fleet (managers,
+// agents, stand-ins), by name; each returns once Setup's context is
+// cancelled.
+type Runners map[string]<-chan error
+
+// Go runs fn as the runner name.
+func (r Runners) Go(name string, fn func() error) {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	r[name] = done
+}
+
+// Wait waits for every runner to return and joins their errors, each
+// named (context.Canceled, a runner's way to say it was stopped, apart):
+// a suite's teardown.
+func (r Runners) Wait() error {
+	var errs []error
+	for name, done := range r {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -41,12 +41,7 @@ func TestMain(m *testing.M) {
 		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
 			fleet = f
 			stopped, err := startSimulators(ctx, f)
-			return func() error {
-				for _, done := range stopped {
-					<-done
-				}
-				return nil
-			}, err
+			return stopped.Wait, err
 		},
 	}))
 }
@@ -131,7 +126,7 @@ var faults = simulator.Faults{
 // startSimulators runs a simulator on each spoke for the whole package,
 // wired together as a fleet: one SyncNetwork, and each one's Exports asking
 // the others.
-func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+func startSimulators(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error) {
 	network := simulator.NewSyncNetwork()
 	var sims []*simulator.Simulator
 	exports := func(ctx context.Context, url string) (bool, error) {
@@ -159,11 +154,9 @@ func startSimulators(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, er
 		sims = append(sims, sim)
 		managers = append(managers, mgr)
 	}
-	var stopped []<-chan error
-	for _, mgr := range managers {
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
-		stopped = append(stopped, done)
+	stopped := fleetrun.Runners{}
+	for i, mgr := range managers {
+		stopped.Go("simulator "+f.Spokes[i].Name, func() error { return mgr.Start(ctx) })
 	}
 	return stopped, nil
 }

@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"os"
 	"testing"
 	"time"
@@ -42,25 +41,19 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return nil, err
 			}
-			return func() error {
-				var errs []error
-				for _, done := range agents {
-					errs = append(errs, <-done)
-				}
-				return errors.Join(errs...)
-			}, nil
+			return agents.Wait, nil
 		},
 	}))
 }
 
 // startAgents registers each spoke on the hub, gives it one 8-CPU node,
 // publishes the VM shape and runs its agent with the simulator.
-func startAgents(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error) {
+func startAgents(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error) {
 	shapes, err := capacity.EncodeShapes([]capacity.Shape{vmShape})
 	if err != nil {
 		return nil, err
 	}
-	var agents []<-chan error
+	agents := fleetrun.Runners{}
 	for _, s := range f.Spokes {
 		if err := f.RegisterManagedCluster(ctx, fleetenv.ManagedCluster{Name: s.Name, Labels: map[string]string{"env": "prod"}}); err != nil {
 			return nil, err
@@ -77,15 +70,13 @@ func startAgents(ctx context.Context, f *fleetenv.Fleet) ([]<-chan error, error)
 		if err := s.EnsureNamespace(ctx, "apps"); err != nil {
 			return nil, err
 		}
-		done := make(chan error, 1)
-		go func() {
-			done <- agent.Run(ctx, agent.Options{
+		agents.Go("agent "+s.Name, func() error {
+			return agent.Run(ctx, agent.Options{
 				ClusterName: s.Name, SpokeConfig: s.Config, HubConfig: f.Hub.Config,
 				Logger: agenttest.Logger(), AlsoRun: simulator.RunBeside(0),
 				CapacityDebounce: 200 * time.Millisecond,
 			})
-		}()
-		agents = append(agents, done)
+		})
 	}
 	return agents, nil
 }

@@ -9,8 +9,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -59,15 +57,7 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return nil, err
 			}
-			return func() error {
-				var errs []error
-				for name, done := range runners {
-					if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-						errs = append(errs, fmt.Errorf("%s: %w", name, err))
-					}
-				}
-				return errors.Join(errs...)
-			}, nil
+			return runners.Wait, nil
 		},
 	}))
 }
@@ -75,13 +65,8 @@ func TestMain(m *testing.M) {
 // startFleet joins the spokes to the hub and starts everything that runs:
 // fleetvm-hub, the delivery stand-in, and per spoke the agent (with the
 // simulator).
-func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error, error) {
-	runners := map[string]<-chan error{}
-	start := func(name string, fn func() error) {
-		done := make(chan error, 1)
-		go func() { done <- fn() }()
-		runners[name] = done
-	}
+func startFleet(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error) {
+	runners := fleetrun.Runners{}
 	argo, err := appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS)
 	if err == nil {
 		err = argo.Setup(ctx)
@@ -111,7 +96,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 		}
 		clusters[s.Name] = s.Client
 		spoke := s
-		start("agent "+s.Name, func() error {
+		runners.Go("agent "+s.Name, func() error {
 			return agent.Run(ctx, agent.Options{
 				ClusterName: spoke.Name, SpokeConfig: spoke.Config, HubConfig: hubConfig,
 				Logger: agenttest.Logger(), AlsoRun: simulator.RunBeside(0),
@@ -136,8 +121,8 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (map[string]<-chan error
 	if err := hub.SetupReconcilers(ctx, mgr, hub.Options{FleetVM: cfg, Clock: imageClock}); err != nil {
 		return nil, err
 	}
-	start("fleetvm-hub", func() error { return mgr.Start(ctx) })
-	start("delivery stand-in", func() error {
+	runners.Go("fleetvm-hub", func() error { return mgr.Start(ctx) })
+	runners.Go("delivery stand-in", func() error {
 		return deliverysim.Run(ctx, deliverysim.Options{
 			Hub: f.Hub.Config, Scheme: f.Scheme, Namespace: argoNS, ChartRoot: root,
 			Clusters: clusters, Logger: agenttest.Logger(),

@@ -49,9 +49,9 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return nil, err
 			}
-			done := make(chan error, 1)
-			go func() { done <- mgr.Start(ctx) }()
-			return func() error { return <-done }, nil
+			runners := fleetrun.Runners{}
+			runners.Go("manager", func() error { return mgr.Start(ctx) })
+			return runners.Wait, nil
 		},
 	}))
 }
