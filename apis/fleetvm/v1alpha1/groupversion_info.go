@@ -22,6 +22,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&FleetDiskImage{}, &FleetDiskImageList{},
 		&VMReport{}, &VMReportList{},
 		&ImageInventory{}, &ImageInventoryList{},
+		&FleetVirtualMachineMove{}, &FleetVirtualMachineMoveList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -1,0 +1,184 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A FleetVirtualMachineMove moves the copy of a FleetVirtualMachine's VM
+// from one cluster to another, on purpose, as KubeVirt's
+// VirtualMachineInstanceMigration moves a VM between nodes: one object
+// per move, its phases in its status, kept once it ends.
+//
+// The move is make-before-break and never runs two servers: the VM is
+// prepared on the target while the source still serves, then stopped on
+// the source, started on the target, and the source's copy is removed
+// only once the target's is ready. If anything fails or the timeout
+// passes, the target's copy is stopped and removed and the source's
+// started again; the status says why.
+
+// MoveMethod is how the VM and its data reach the target cluster.
+// +kubebuilder:validation:Enum=Auto;Restart
+type MoveMethod string
+
+const (
+	// MoveMethodAuto chooses the method from the VM: Restart when it keeps
+	// no data of its own. A VM from git must name its method: the hub
+	// cannot read its disks.
+	MoveMethodAuto MoveMethod = "Auto"
+	// MoveMethodRestart starts the VM on the target from the same
+	// definition and images (FleetDiskImages, container disks): for a VM
+	// whose disks are made from images, not for one that keeps data of its
+	// own, which it would lose.
+	MoveMethodRestart MoveMethod = "Restart"
+)
+
+// MovePhase is where a move stands.
+// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Verifying;Completing;Succeeded;RollingBack;Failed
+type MovePhase string
+
+const (
+	// MovePending: not started: waiting for another move of the same VM,
+	// or for the FleetVirtualMachine to be read.
+	MovePending MovePhase = "Pending"
+	// MovePreparing: the VM is created stopped on the target (its disks
+	// provisioned there); the source still serves.
+	MovePreparing MovePhase = "Preparing"
+	// MoveSwitching: the VM is being stopped on the source.
+	MoveSwitching MovePhase = "Switching"
+	// MoveVerifying: the VM is started on the target, not ready yet.
+	MoveVerifying MovePhase = "Verifying"
+	// MoveCompleting: the VM is ready on the target; the source's copy is
+	// being removed.
+	MoveCompleting MovePhase = "Completing"
+	// MoveSucceeded: the VM runs on the target only.
+	MoveSucceeded MovePhase = "Succeeded"
+	// MoveRollingBack: the move failed; the target's copy is stopped and
+	// removed, and the source's started again.
+	MoveRollingBack MovePhase = "RollingBack"
+	// MoveFailed: the move did not happen; the VM is where it was. The
+	// message says why.
+	MoveFailed MovePhase = "Failed"
+)
+
+// Terminal tells whether a move has ended.
+func (p MovePhase) Terminal() bool { return p == MoveSucceeded || p == MoveFailed }
+
+// LabelDrain on a FleetVirtualMachineMove names the cluster whose drain
+// made it.
+const LabelDrain = "fleetvm.io/drain"
+
+// DrainTaintKey is the ManagedCluster taint that drains a cluster: FleetVM
+// moves every copy off it and places no new one on it. Its effect is
+// NoSelectIfNew, so other Placements keep what they selected.
+const DrainTaintKey = "fleetvm.io/drain"
+
+// FleetVirtualMachineMoveSpec is what to move where. It is immutable.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a move's spec is immutable: delete it and create another"
+// +kubebuilder:validation:XValidation:rule="!has(self.to) || self.to != self.from",message="to must differ from from"
+type FleetVirtualMachineMoveSpec struct {
+	// fleetVirtualMachine is the name of the FleetVirtualMachine, in this
+	// namespace, whose copy moves.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	FleetVirtualMachine string `json:"fleetVirtualMachine"`
+
+	// from is the managed cluster the copy leaves.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from"`
+
+	// to is the managed cluster the copy goes to. It must qualify by the
+	// FleetVirtualMachine's placement (environment, cluster sets bound to
+	// the namespace, a node the VM fits on with its networks), hold no
+	// copy, and not be draining. Omitted, FleetVM picks one by the same
+	// rules it places new copies with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to,omitempty"`
+
+	// method is how the VM reaches the target. Auto (default) chooses.
+	// +optional
+	// +kubebuilder:default=Auto
+	Method MoveMethod `json:"method,omitempty"`
+
+	// timeout is how long the move may take from its start until the VM
+	// is ready on the target; past it, the move rolls back. Default 15m.
+	// +optional
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// FleetVirtualMachineMoveStatus is where the move stands.
+type FleetVirtualMachineMoveStatus struct {
+	// phase is where the move stands.
+	// +optional
+	Phase MovePhase `json:"phase,omitempty"`
+
+	// method is the method chosen.
+	// +optional
+	Method MoveMethod `json:"method,omitempty"`
+
+	// to is the target cluster chosen.
+	// +optional
+	To string `json:"to,omitempty"`
+
+	// message says what the move waits for, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// startTime is when the move left Pending.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// stoppedTime is when the VM was found stopped on the source: the
+	// hand-over runs from it until the VM is ready on the target.
+	// +optional
+	StoppedTime *metav1.Time `json:"stoppedTime,omitempty"`
+
+	// readyTime is when the VM was found ready on the target.
+	// +optional
+	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+
+	// completionTime is when the move ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fvmmove;fvmmoves,categories=fleetvm
+// +kubebuilder:printcolumn:name="FleetVM",type=string,JSONPath=`.spec.fleetVirtualMachine`
+// +kubebuilder:printcolumn:name="From",type=string,JSONPath=`.spec.from`
+// +kubebuilder:printcolumn:name="To",type=string,JSONPath=`.status.to`
+// +kubebuilder:printcolumn:name="Method",type=string,JSONPath=`.status.method`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// FleetVirtualMachineMove moves a FleetVirtualMachine's copy from one
+// managed cluster to another, make-before-break.
+type FleetVirtualMachineMove struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FleetVirtualMachineMoveSpec `json:"spec"`
+
+	// +optional
+	Status FleetVirtualMachineMoveStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// FleetVirtualMachineMoveList is a list of FleetVirtualMachineMoves.
+type FleetVirtualMachineMoveList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FleetVirtualMachineMove `json:"items"`
+}
