@@ -1,0 +1,68 @@
+package move
+
+import (
+	"encoding/json"
+	"fmt"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// MethodFor says how a FleetVirtualMachine's VM can move, or why it
+// cannot: Restart when every disk is made anew from an image (a
+// FleetDiskImage of spec.diskImages, a container disk) or holds nothing
+// to keep (cloud-init, config maps, secrets, empty or ephemeral disks).
+// A disk of its own (a PersistentVolumeClaim, a DataVolume that imports,
+// uploads or clones anything else, a host disk) holds data a restart
+// would lose: such a VM does not move by Restart. A VM from git names its
+// method, since the hub cannot read its disks (asked).
+func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveMethod) (fleetv1alpha1.MoveMethod, string) {
+	if fvm.Spec.Template == nil {
+		if asked == fleetv1alpha1.MoveMethodRestart {
+			return fleetv1alpha1.MoveMethodRestart, ""
+		}
+		return "", "spec.method must be Restart for a VM from git: the hub cannot read its disks, so it cannot choose; " +
+			"Restart starts the VM on the target from its definition, without the data of its own disks"
+	}
+	var vm kubevirtv1.VirtualMachine
+	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
+		return "", "spec.template does not decode: " + err.Error()
+	}
+	if own := OwnData(&vm, fvm.Spec.DiskImages); own != "" {
+		return "", "the VM keeps data of its own (" + own + "): this FleetVM moves only VMs whose disks are made from images " +
+			"(Restart); a cold or live move of its data is not available yet"
+	}
+	return fleetv1alpha1.MoveMethodRestart, ""
+}
+
+// OwnData names the first disk of the VM that holds data of its own ("":
+// none).
+func OwnData(vm *kubevirtv1.VirtualMachine, images []fleetv1alpha1.DiskImageReference) string {
+	if vm.Spec.Template == nil {
+		return ""
+	}
+	listed := map[string]bool{}
+	for _, d := range images {
+		listed[d.Name] = true
+	}
+	fromImage := map[string]bool{}
+	for _, t := range vm.Spec.DataVolumeTemplates {
+		ref := t.Spec.SourceRef
+		if ref != nil && ref.Kind == "DataSource" && (ref.Namespace == nil || *ref.Namespace == "") && listed[ref.Name] {
+			fromImage[t.Name] = true
+		}
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		s := v.VolumeSource
+		switch {
+		case s.DataVolume != nil && !fromImage[s.DataVolume.Name]:
+			return fmt.Sprintf("volume %s: DataVolume %s is not a FleetDiskImage of spec.diskImages", v.Name, s.DataVolume.Name)
+		case s.PersistentVolumeClaim != nil:
+			return fmt.Sprintf("volume %s: PersistentVolumeClaim %s", v.Name, s.PersistentVolumeClaim.ClaimName)
+		case s.HostDisk != nil:
+			return fmt.Sprintf("volume %s: host disk %s", v.Name, s.HostDisk.Path)
+		}
+	}
+	return ""
+}

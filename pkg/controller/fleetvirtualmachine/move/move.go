@@ -1,0 +1,304 @@
+// Package move holds the one rule that runs an intended move of a VM's
+// copy from one cluster to another (a FleetVirtualMachineMove): from what
+// the clusters report, it says the move's next phase and what delivery
+// does meanwhile. Like placement.Decide it is a pure function of explicit
+// inputs, the clock included.
+//
+// The rule is make-before-break without two servers: the VM is created
+// stopped on the target (its disks provisioned there) while the source
+// still serves; then it is stopped on the source; once the source
+// reports it stopped it is started on the target; once the target reports
+// it ready the source's copy is removed. A failure or the timeout before
+// the VM is ready on the target rolls back: the target's copy is stopped
+// (confirmed stopped when it may have started) and removed, and the
+// source's is started again.
+package move
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// DefaultTimeout is spec.timeout's default.
+const DefaultTimeout = 15 * time.Minute
+
+// Copy is what the hub knows of the VM on one cluster.
+type Copy struct {
+	// Present: FleetVM records, delivers or the agent reports the VM there.
+	Present bool
+	// Removing: FleetVM is removing it.
+	Removing bool
+	// Reported: the cluster's agent reports the VM.
+	Reported bool
+	// As reported.
+	PrintableStatus string
+	Ready           bool
+	RunStrategy     string
+}
+
+// stopped tells whether the cluster reports the VM stopped by FleetVM's
+// hold: Halted, no instance left.
+func (c Copy) stopped() bool {
+	return c.Reported && c.RunStrategy == string(fleetv1alpha1.RunStrategyHalted) && !c.Ready &&
+		c.PrintableStatus == printableStopped
+}
+
+// printableStopped is KubeVirt's printableStatus of a VM with no
+// instance whose volumes are ready.
+const printableStopped = "Stopped"
+
+// failedStatuses are KubeVirt printableStatus values that say the VM will
+// not come up on its own.
+var failedStatuses = []string{
+	"CrashLoopBackOff", "ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff",
+	"ErrorPvcNotFound", "DataVolumeError", "ErrorDataVolumeNotFound",
+}
+
+// Input is everything one step of a move reads.
+type Input struct {
+	Now  time.Time
+	Move *fleetv1alpha1.FleetVirtualMachineMove
+	// RunStrategy is the FleetVirtualMachine's: the state the VM takes on
+	// the target.
+	RunStrategy fleetv1alpha1.RunStrategy
+	// Method is the method the VM allows (MethodFor), Refused why it
+	// allows none.
+	Method  fleetv1alpha1.MoveMethod
+	Refused string
+	// Copies are the VM's copies by cluster (a cluster missing holds none).
+	Copies map[string]Copy
+	// Targets are the clusters a new copy may go to now, best first: they
+	// qualify by the placement, hold no copy, and are not draining.
+	Targets []string
+	// Busy names another move of the same FleetVirtualMachine that runs
+	// first.
+	Busy string
+	// Deleting: the FleetVirtualMachine is being deleted.
+	Deleting bool
+}
+
+// Output is the step's result.
+type Output struct {
+	// Status is the move's new status.
+	Status fleetv1alpha1.FleetVirtualMachineMoveStatus
+	// Target is the cluster delivery must hold the moving VM on, as the
+	// move's target ("" none).
+	Target string
+	// Halt are the clusters whose copy is held stopped now.
+	Halt []string
+	// RemoveFrom: the source's copy is removed now; RemoveTo: the
+	// target's is (the move rolled back).
+	RemoveFrom, RemoveTo bool
+	// LookAgain is when the timeout passes (0: no deadline pending).
+	LookAgain time.Duration
+}
+
+// Active tells whether a move still acts on the VM's copies.
+func Active(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+	return !m.Status.Phase.Terminal()
+}
+
+// Started tells whether a move left Pending.
+func Started(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+	return Active(m) && m.Status.Phase != "" && m.Status.Phase != fleetv1alpha1.MovePending
+}
+
+// Step runs the rule once.
+func Step(in Input) Output {
+	m := in.Move
+	st := *m.Status.DeepCopy()
+	now := metav1.NewTime(in.Now)
+	out := Output{}
+	from, to := m.Spec.From, st.To
+	timeout := DefaultTimeout
+	if m.Spec.Timeout != nil {
+		timeout = m.Spec.Timeout.Duration
+	}
+	fail := func(msg string) Output {
+		st.Phase, st.Message, st.CompletionTime = fleetv1alpha1.MoveFailed, msg, &now
+		return Output{Status: st}
+	}
+	rollBack := func(reason string) Output {
+		st.Phase, st.Message = fleetv1alpha1.MoveRollingBack, "rolling back: "+reason
+		return rollingBack(in, st, now)
+	}
+	// The timeout counts from the start until the VM is ready on the
+	// target.
+	deadline := func() (bool, time.Duration) {
+		if st.StartTime == nil {
+			return false, 0
+		}
+		left := st.StartTime.Add(timeout).Sub(in.Now)
+		return left <= 0, left
+	}
+
+	switch st.Phase {
+	case fleetv1alpha1.MoveSucceeded, fleetv1alpha1.MoveFailed:
+		return Output{Status: st}
+
+	case "", fleetv1alpha1.MovePending:
+		switch {
+		case in.Deleting:
+			return fail("the FleetVirtualMachine is being deleted")
+		case in.Busy != "":
+			st.Phase, st.Message = fleetv1alpha1.MovePending, fmt.Sprintf("waiting for move %s of the same FleetVirtualMachine to end", in.Busy)
+			return Output{Status: st}
+		}
+		if c := in.Copies[from]; !c.Present || c.Removing {
+			return fail(fmt.Sprintf("the VM has no copy on cluster %s to move", from))
+		}
+		method, why := chooseMethod(m.Spec.Method, in.Method, in.Refused)
+		if why != "" {
+			return fail(why)
+		}
+		target := m.Spec.To
+		switch {
+		case target != "" && in.Copies[target].Present:
+			return fail(fmt.Sprintf("cluster %s already holds a copy of the VM", target))
+		case target != "" && !slices.Contains(in.Targets, target):
+			return fail(fmt.Sprintf("cluster %s does not qualify for the VM now: its environment, cluster sets, taints "+
+				"(a drain among them), free room or networks keep it out; kubectl fleetvm explain %s says why", target, m.Spec.FleetVirtualMachine))
+		case target == "" && len(in.Targets) == 0:
+			return fail(fmt.Sprintf("no other cluster qualifies for the VM now; kubectl fleetvm explain %s says why", m.Spec.FleetVirtualMachine))
+		case target == "":
+			target = in.Targets[0]
+		}
+		st.Phase, st.Method, st.To, st.StartTime = fleetv1alpha1.MovePreparing, method, target, &now
+		st.Message = fmt.Sprintf("preparing the VM, stopped, on %s while %s serves", target, from)
+		to = target
+		fallthrough
+
+	case fleetv1alpha1.MovePreparing:
+		if over, _ := deadline(); over {
+			return rollBack(fmt.Sprintf("the VM was not prepared on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
+		}
+		if bad := failed(in.Copies[to]); bad != "" {
+			return rollBack(fmt.Sprintf("the VM cannot be prepared on %s: %s", to, bad))
+		}
+		if !in.Copies[to].stopped() {
+			out = Output{Status: st, Target: to, Halt: []string{to}}
+			_, out.LookAgain = deadline()
+			return out
+		}
+		st.Phase, st.Message = fleetv1alpha1.MoveSwitching, fmt.Sprintf("stopping the VM on %s", from)
+		fallthrough
+
+	case fleetv1alpha1.MoveSwitching:
+		if over, _ := deadline(); over {
+			return rollBack(fmt.Sprintf("the VM was not reported stopped on %s within %s (%s)", from, timeout, reported(in.Copies[from])))
+		}
+		if !in.Copies[from].stopped() {
+			out = Output{Status: st, Target: to, Halt: []string{from, to}}
+			_, out.LookAgain = deadline()
+			return out
+		}
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = fmt.Sprintf("starting the VM on %s", to)
+		fallthrough
+
+	case fleetv1alpha1.MoveVerifying:
+		if over, _ := deadline(); over {
+			return rollBack(fmt.Sprintf("the VM did not become ready on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
+		}
+		if bad := failed(in.Copies[to]); bad != "" {
+			return rollBack(fmt.Sprintf("the VM failed on %s: %s", to, bad))
+		}
+		if !arrived(in.Copies[to], in.RunStrategy) {
+			out = Output{Status: st, Target: to, Halt: []string{from}}
+			_, out.LookAgain = deadline()
+			return out
+		}
+		st.Phase, st.ReadyTime = fleetv1alpha1.MoveCompleting, &now
+		st.Message = fmt.Sprintf("the VM is ready on %s; removing its copy on %s", to, from)
+		fallthrough
+
+	case fleetv1alpha1.MoveCompleting:
+		if c := in.Copies[from]; c.Present {
+			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true}
+		}
+		st.Phase, st.CompletionTime = fleetv1alpha1.MoveSucceeded, &now
+		st.Message = fmt.Sprintf("the VM runs on %s; its copy on %s is removed", to, from)
+		return Output{Status: st}
+
+	case fleetv1alpha1.MoveRollingBack:
+		return rollingBack(in, st, now)
+	}
+	return fail(fmt.Sprintf("unknown phase %q", st.Phase))
+}
+
+// rollingBack holds the target's copy stopped and removes it; the source
+// stays stopped until the target's copy is known not to run (it may have
+// started once the source had stopped), then starts again.
+func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) Output {
+	from, to := in.Move.Spec.From, st.To
+	c := in.Copies[to]
+	mayRun := st.StoppedTime != nil && c.Present && !c.stopped()
+	if mayRun {
+		return Output{Status: st, Target: to, Halt: []string{from, to}}
+	}
+	if c.Present {
+		return Output{Status: st, Target: to, Halt: []string{to}, RemoveTo: true}
+	}
+	st.Phase, st.CompletionTime = fleetv1alpha1.MoveFailed, &now
+	st.Message = fmt.Sprintf("%s; the VM stays on %s", trimRollingBack(st.Message), from)
+	return Output{Status: st}
+}
+
+func trimRollingBack(msg string) string {
+	const p = "rolling back: "
+	if len(msg) >= len(p) && msg[:len(p)] == p {
+		return msg[len(p):]
+	}
+	return msg
+}
+
+// chooseMethod resolves spec.method against what the VM allows.
+func chooseMethod(asked, allowed fleetv1alpha1.MoveMethod, refused string) (fleetv1alpha1.MoveMethod, string) {
+	if allowed == "" {
+		return "", refused
+	}
+	if asked == "" || asked == fleetv1alpha1.MoveMethodAuto || asked == allowed {
+		return allowed, ""
+	}
+	return "", fmt.Sprintf("spec.method %s does not fit the VM: it moves by %s", asked, allowed)
+}
+
+// arrived tells whether the target reports the VM in the state the fleet
+// asks for: ready, or stopped for a fleet held Halted, or under the
+// user's hand for Manual.
+func arrived(c Copy, rs fleetv1alpha1.RunStrategy) bool {
+	if !c.Reported || c.RunStrategy != string(rs) {
+		return false
+	}
+	switch rs {
+	case fleetv1alpha1.RunStrategyHalted:
+		return c.PrintableStatus == printableStopped
+	case fleetv1alpha1.RunStrategyManual:
+		return c.PrintableStatus != ""
+	default:
+		return c.Ready
+	}
+}
+
+func failed(c Copy) string {
+	if c.Reported && slices.Contains(failedStatuses, c.PrintableStatus) {
+		return "KubeVirt reports " + c.PrintableStatus
+	}
+	return ""
+}
+
+func reported(c Copy) string {
+	if !c.Reported {
+		return "its agent reports no VM there"
+	}
+	s := c.PrintableStatus
+	if s == "" {
+		s = "no status"
+	}
+	return "last reported " + s
+}
