@@ -21,6 +21,7 @@ import (
 
 	fleetaddon "github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/certs"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
@@ -64,6 +65,8 @@ func main() {
 	flag.IntVar(&c.ShapesPerNamespace, "shapes-per-namespace", c.ShapesPerNamespace, "Most distinct VM shapes (CPU, memory, networks) one namespace's FleetVirtualMachines add to the shapes every agent scores; a FleetVirtualMachine past it is placed nowhere new (reason ShapeLimitExceeded).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
 	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
+	flag.IntVar(&opts.Drain.PerCluster, "drain-moves-per-cluster", drain.DefaultLimits.PerCluster, "Moves a drain runs at once off one cluster (KubeVirt's parallelMigrationsPerCluster default).")
+	flag.IntVar(&opts.Drain.PerNode, "drain-moves-per-node", drain.DefaultLimits.PerNode, "Moves a drain runs at once off one node (KubeVirt's parallelOutboundMigrationsPerNode default).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to authenticated, authorized clients only (a token whose user may get the /metrics URL); false serves plain HTTP to anyone who reaches the port.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Health probe endpoint address.")

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
@@ -60,6 +61,9 @@ type Options struct {
 	// DiskImages are the FleetDiskImage settings (DefaultConfig when the
 	// image namespace is empty).
 	DiskImages fleetdiskimage.Config
+	// Drain bounds the moves a drain runs at once (drain.DefaultLimits
+	// when zero).
+	Drain drain.Limits
 	// Clock is every reconciler's clock: timestamps, grace periods,
 	// retention, and the alarms that end them. The real clock when nil;
 	// tests step a fake one past every grace period.
@@ -151,6 +155,10 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	if err := images.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up FleetDiskImage controller: %w", err)
+	}
+	drains := &drain.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("fleetvm-hub"), Limits: opts.Drain}
+	if err := drains.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up drain controller: %w", err)
 	}
 	if err := (&shapes.Reconciler{Client: mgr.GetClient(), ShapesPerNamespace: opts.FleetVM.ShapesPerNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up VM shapes controller: %w", err)

@@ -35,6 +35,8 @@ const (
 	// alarmOverlay ends a relabelled cluster's wait before its overlay
 	// switches (placement.ChooseOverlay).
 	alarmOverlay
+	// alarmMove ends a move's timeout (move.Step).
+	alarmMove
 )
 
 type alarmKey struct {

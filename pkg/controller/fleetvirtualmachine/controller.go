@@ -142,7 +142,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileConflict(ctx, fvm, s.before, winner, s.now)
 	}
 
-	r.readFleet(ctx, s)      // 1. read
+	r.readFleet(ctx, s)       // 1. read
+	if !r.stepMoves(ctx, s) { //    and step the moves under way
+		return ctrl.Result{}, s.err()
+	}
 	r.decide(ctx, s)         // 2. decide
 	r.writePlacement(ctx, s) // 3. the Placement
 	r.readDelivery(ctx, s)   //    and what delivers and runs
@@ -151,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	result := r.deliver(ctx, s) // 5. act
 	r.alarms.set(req.NamespacedName, s.outcome.LookAgain)
+	r.alarms.setFor(req.NamespacedName, alarmMove, s.moveDeadline())
 	if err := s.err(); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -194,7 +198,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome) []delivery.Target {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]bool) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
@@ -205,7 +209,11 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 		if mc := obs.Facts[c].Cluster; mc != nil && !ok {
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
-		out = append(out, delivery.Target{Name: c, Environment: env})
+		t := delivery.Target{Name: c, Environment: env}
+		if held[c] {
+			t.RunStrategy = fleetv1alpha1.RunStrategyHalted
+		}
+		out = append(out, t)
 	}
 	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, placement.OverlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))
 	return out

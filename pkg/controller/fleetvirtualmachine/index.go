@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,6 +84,19 @@ func placedClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 
 // SetupIndexes registers the indexes the controller lists by.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachineMove{}, IndexMoveFleetVM, func(o client.Object) []string {
+		return []string{o.(*fleetv1alpha1.FleetVirtualMachineMove).Spec.FleetVirtualMachine}
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexMoveFleetVM, err)
+	}
+	if err := indexer.IndexField(ctx, &clusterv1.ManagedCluster{}, IndexDraining, func(o client.Object) []string {
+		if Draining(o.(*clusterv1.ManagedCluster)) {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexDraining, err)
+	}
 	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusCluster, func(o client.Object) []string {
 		return statusClusters(o.(*fleetv1alpha1.FleetVirtualMachine))
 	}); err != nil {

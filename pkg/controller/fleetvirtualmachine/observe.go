@@ -58,6 +58,8 @@ type observation struct {
 	SetsErr error
 	// Reports are the agents' reports of the VM by cluster.
 	Reports map[string]*fleetv1alpha1.VMState
+	// pick is how Decision was picked (nil: not picked), for the moves.
+	pick *placement.PickInput
 }
 
 // observe reads everything the decision and the status need. Reads come
@@ -241,7 +243,18 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	if !obs.Scheduled {
 		return nil
 	}
-	in := placement.PickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: obs.Candidates, Load: r.load.Of,
+	// No new copy goes to a draining cluster: the drain taint is
+	// NoSelectIfNew, so the scheduler keeps one it had selected.
+	draining, err := r.drainingClusters(ctx)
+	if err != nil {
+		obs.Scheduled = false
+		return err
+	}
+	candidates := obs.Candidates
+	if len(draining) > 0 {
+		candidates = slices.DeleteFunc(slices.Clone(candidates), func(c string) bool { return draining[c] })
+	}
+	in := placement.PickInput{Key: client.ObjectKeyFromObject(fvm), Desired: fvm.Spec.Placement.Clusters, Candidates: candidates, Load: r.load.Of,
 		Fits: func(string) bool { return true }, Placed: placedClusters(fvm)}
 	// The agent's current score, as the fit predicate reads it (none: the
 	// VM does not fit), read once per cluster: ranking by free capacity
@@ -268,6 +281,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		}
 	}
 	obs.Decision = placement.Pick(in)
+	obs.pick = &in
 	return nil
 }
 

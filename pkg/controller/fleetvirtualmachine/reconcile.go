@@ -32,6 +32,8 @@ type scope struct {
 
 	// readFleet
 	obs *observation
+	// stepMoves: the moves under way, after their step
+	moves []stepped
 	// decide
 	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out
@@ -79,6 +81,9 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 	r.alarms.set(key, 0)
 	r.expect.Forget(key)
 	r.shapes.Forget(key)
+	if err := r.failMovesOfGone(ctx, key); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.sweepReleased(ctx, key.Namespace)
 }
 
@@ -119,7 +124,10 @@ func (r *Reconciler) readFleet(ctx context.Context, s *scope) {
 // scheduler sees: for the status, and to ask for a new schedule when that
 // says a cluster now qualifies.
 func (r *Reconciler) decide(ctx context.Context, s *scope) {
-	s.outcome = placement.Decide(r.decisionInput(s.fvm, s.obs, s.now))
+	in := r.decisionInput(s.fvm, s.obs, s.now)
+	in.Moves = s.decisionMoves()
+	s.outcome = placement.Decide(in)
+	s.noteMoves()
 	obs := s.obs
 	s.waiting = obs.Scheduled && obs.PlacementErr == nil && len(obs.Allowed) > 0 && s.in.PlacementErr == nil &&
 		wantsExclusions(s.fvm.Spec, len(s.outcome.InState(placement.Placed)))
@@ -213,7 +221,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	var result ctrl.Result
 	if s.deliverOK {
-		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome)
+		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.held())
 		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.Delivered()))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {

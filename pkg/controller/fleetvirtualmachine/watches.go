@@ -133,6 +133,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, reports).
+		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(fleetVMOfMove)).
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
@@ -271,7 +272,7 @@ func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
 // shows: availability or labels.
 func clusterChanged() predicate.Predicate {
 	return updateChanged(func(o, n *clusterv1.ManagedCluster) bool {
-		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || Draining(o) != Draining(n)
 	})
 }
 

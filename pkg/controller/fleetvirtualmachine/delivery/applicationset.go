@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -39,7 +40,16 @@ const (
 type Target struct {
 	Name        string `json:"name"`
 	Environment string `json:"environment"`
+	// RunStrategy holds the VM in this state on this cluster, over
+	// spec.runStrategy, while a move needs it ("" none): the move's
+	// target is prepared stopped, its source stopped before the target
+	// starts.
+	RunStrategy fleetv1alpha1.RunStrategy `json:"runStrategy,omitempty"`
 }
+
+// runStrategyParam is the element key of the run strategy of each
+// cluster, present only while some target's is held.
+const runStrategyParam = "{{.runStrategy}}"
 
 // kubevirtFilledPointers are the fields of a VirtualMachine that KubeVirt
 // fills in on the cluster when the VM definition leaves them empty. Argo
@@ -114,11 +124,26 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		// KubeVirt may fill in is left out of the diff.
 		IgnoreDifferences: KubevirtFilledFields(nil),
 	}
+	// While a move holds a cluster's VM in another state than
+	// spec.runStrategy, every element carries its run strategy; otherwise
+	// none does, and the ApplicationSet is as it always was.
+	held := false
+	for _, t := range targets {
+		held = held || t.RunStrategy != ""
+	}
+	runStrategy := string(fvm.Spec.RunStrategy)
+	if held {
+		runStrategy = runStrategyParam
+	}
 	elements := make([]apiextensionsv1.JSON, 0, len(targets))
 	for _, t := range targets {
 		// A map marshals with sorted keys, as the API server stores it,
 		// so an unchanged list compares equal.
-		raw, err := json.Marshal(map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)})
+		el := map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)}
+		if held {
+			el["runStrategy"] = string(cmp.Or(t.RunStrategy, fvm.Spec.RunStrategy))
+		}
+		raw, err := json.Marshal(el)
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +172,10 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 				Parameters:   []argov1alpha1.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
 			},
 		}
+		if held {
+			// Argo CD's parameters win over valuesObject.
+			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy})
+		}
 	default:
 		src := fvm.Spec.Source
 		spec.Source = &argov1alpha1.ApplicationSource{
@@ -161,11 +190,11 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 				Values:      escapeTemplate(src.Helm.Values),
 				Parameters: []argov1alpha1.HelmParameter{
 					{Name: "fleetvm.cluster", Value: "{{.name}}"},
-					{Name: "fleetvm.runStrategy", Value: string(fvm.Spec.RunStrategy)},
+					{Name: "fleetvm.runStrategy", Value: runStrategy},
 				},
 			}
 		} else {
-			spec.Source.Kustomize = r.kustomize(fvm)
+			spec.Source.Kustomize = r.kustomize(fvm, runStrategy)
 		}
 	}
 
@@ -239,7 +268,7 @@ func ReleaseName(vmName string) string {
 
 // kustomize makes every VM of a git source carry the FleetVM and cluster
 // labels, and forces spec.runStrategy over what git says.
-func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine) *argov1alpha1.ApplicationSourceKustomize {
+func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy string) *argov1alpha1.ApplicationSourceKustomize {
 	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
 	if o := fvm.Spec.Source.Kustomize; o != nil {
 		k.NamePrefix = escapeTemplate(o.NamePrefix)
@@ -255,7 +284,7 @@ func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine) *argov1alpha
 		Target: &argov1alpha1.KustomizeSelector{KustomizeResId: argov1alpha1.KustomizeResId{
 			KustomizeGvk: argov1alpha1.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
 		}},
-		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", fvm.Spec.RunStrategy),
+		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", runStrategy),
 	}}
 	return k
 }

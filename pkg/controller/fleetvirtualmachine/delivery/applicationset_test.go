@@ -126,3 +126,49 @@ func TestApplicationTemplateIgnoresKubevirtFields(t *testing.T) {
 		})
 	}
 }
+
+// TestApplicationSetHoldsAMovingCopy: while a move holds a cluster's VM
+// stopped, every element carries its run strategy and the template
+// reads it; otherwise the ApplicationSet is as it always was.
+func TestApplicationSetHoldsAMovingCopy(t *testing.T) {
+	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm"}}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "vms"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+			Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{}}}}}`)}},
+	}
+	elements := func(a *argov1alpha1.ApplicationSet) []map[string]string {
+		var out []map[string]string
+		for _, e := range a.Spec.Generators[0].List.Elements {
+			m := map[string]string{}
+			if err := json.Unmarshal(e.Raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	plain, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Environment: "prod"}, {Name: "b", Environment: "prod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]map[string]string{{"name": "a", "environment": "prod"}, {"name": "b", "environment": "prod"}}, elements(plain)); diff != "" {
+		t.Fatalf("elements without a hold (-want +got):\n%s", diff)
+	}
+	if n := len(plain.Spec.Template.Spec.Source.Helm.Parameters); n != 1 {
+		t.Fatalf("%d Helm parameters without a hold, want 1 (cluster)", n)
+	}
+
+	held, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted}, {Name: "b", Environment: "prod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{{"name": "a", "environment": "prod", "runStrategy": "Halted"}, {"name": "b", "environment": "prod", "runStrategy": "Always"}}
+	if diff := cmp.Diff(want, elements(held)); diff != "" {
+		t.Fatalf("elements with a hold (-want +got):\n%s", diff)
+	}
+	params := held.Spec.Template.Spec.Source.Helm.Parameters
+	if diff := cmp.Diff(argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, params[len(params)-1]); diff != "" {
+		t.Fatalf("run strategy parameter (-want +got):\n%s", diff)
+	}
+}

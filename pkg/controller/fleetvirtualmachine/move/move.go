@@ -78,6 +78,8 @@ type Input struct {
 	// Busy names another move of the same FleetVirtualMachine that runs
 	// first.
 	Busy string
+	// WaitFor names what else a move that has not started waits for.
+	WaitFor string
 	// Deleting: the FleetVirtualMachine is being deleted.
 	Deleting bool
 }
@@ -147,6 +149,9 @@ func Step(in Input) Output {
 			return fail("the FleetVirtualMachine is being deleted")
 		case in.Busy != "":
 			st.Phase, st.Message = fleetv1alpha1.MovePending, fmt.Sprintf("waiting for move %s of the same FleetVirtualMachine to end", in.Busy)
+			return Output{Status: st}
+		case in.WaitFor != "":
+			st.Phase, st.Message = fleetv1alpha1.MovePending, "waiting for "+in.WaitFor
 			return Output{Status: st}
 		}
 		if c := in.Copies[from]; !c.Present || c.Removing {

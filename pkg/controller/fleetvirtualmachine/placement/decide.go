@@ -108,6 +108,21 @@ type Input struct {
 	// Intent of every cluster in Clusters and Decision; a cluster missing
 	// here is IntentUnknown.
 	Intent map[string]Intent
+	// Moves are the intended moves under way (FleetVirtualMachineMoves).
+	Moves []Move
+}
+
+// Move is what an intended move asks of the decision now (move.Step).
+type Move struct {
+	// Name of the FleetVirtualMachineMove.
+	Name     string
+	From, To string
+	// To holds the moving VM: it is delivered there, as the same copy, not
+	// another one (it neither counts as surplus nor lets another copy in).
+	// RemoveFrom: the VM is ready on To; From's copy is removed now,
+	// without a grace period: the move is the intent. RemoveTo: the move
+	// rolled back; To's copy is removed now.
+	RemoveFrom, RemoveTo bool
 }
 
 // State is where a cluster stands in FleetVM's record.
@@ -197,11 +212,37 @@ func Decide(in Input) Outcome {
 		inDecision[c] = true
 	}
 
+	// Moves come first: their target is the moving copy, and a source
+	// whose VM is ready on the target is removed now.
+	moving := map[string]bool{}
+	now0 := in
+	now0.GracePeriod = 0
+	for _, m := range in.Moves {
+		moving[m.To] = true
+		p := in.Clusters[m.To]
+		switch {
+		case p.RemovingSince != nil:
+			moving[m.To] = false // runs to its end below
+		case m.RemoveTo:
+			if p.Present() {
+				out.leave(now0, m.To, p, Intent{Kind: IntentExcluded, Reason: "move " + m.Name + " rolled back"}, now)
+			}
+		default:
+			out.Clusters[m.To] = Plan{State: Placed, Added: !p.Present(), Reason: "receives the VM moved from " + m.From + " (move " + m.Name + ")"}
+		}
+		if m.RemoveFrom {
+			if p := in.Clusters[m.From]; p.Present() && p.RemovingSince == nil {
+				moving[m.From] = true
+				out.leave(now0, m.From, p, Intent{Kind: IntentExcluded, Reason: "moved to " + m.To + " (move " + m.Name + ")"}, now)
+			}
+		}
+	}
+
 	// Clusters the VM is on, in a stable order.
 	var placed []string
 	for _, c := range slices.Sorted(maps.Keys(in.Clusters)) {
 		p := in.Clusters[c]
-		if !p.Present() {
+		if !p.Present() || moving[c] {
 			continue
 		}
 		if p.RemovingSince != nil {

@@ -256,6 +256,10 @@ func clusterEntry(in Inputs, name string, plan placement.Plan, prev fleetv1alpha
 	if hasApp && app.Error != "" {
 		e.Message = JoinMessage("Argo CD: "+app.Error, e.Message)
 	}
+	if plan.Reason != "" {
+		// A placed cluster's reason is a move it takes part in.
+		e.Message = JoinMessage(plan.Reason, e.Message)
+	}
 	return e
 }
 

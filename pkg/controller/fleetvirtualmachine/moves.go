@@ -1,0 +1,275 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/write"
+)
+
+// This file runs the FleetVirtualMachineMoves of a FleetVirtualMachine
+// (move.Step decides each step) and keeps new copies off draining
+// clusters.
+
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves/status,verbs=get;update;patch
+
+const (
+	// IndexMoveFleetVM indexes FleetVirtualMachineMoves by the
+	// FleetVirtualMachine they move.
+	IndexMoveFleetVM = "fleetvm.io/move-fleetvm"
+	// IndexDraining indexes ManagedClusters that carry the drain taint.
+	IndexDraining = "fleetvm.io/draining"
+)
+
+// Draining tells whether a ManagedCluster carries the drain taint.
+func Draining(mc *clusterv1.ManagedCluster) bool {
+	return slices.ContainsFunc(mc.Spec.Taints, func(t clusterv1.Taint) bool { return t.Key == fleetv1alpha1.DrainTaintKey })
+}
+
+// stepped is one move and what its step decided.
+type stepped struct {
+	move *fleetv1alpha1.FleetVirtualMachineMove
+	out  move.Output
+}
+
+// drainingClusters are the clusters that carry the drain taint.
+func (r *Reconciler) drainingClusters(ctx context.Context) (map[string]bool, error) {
+	list := &clusterv1.ManagedClusterList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{IndexDraining: "true"}); err != nil {
+		return nil, fmt.Errorf("list draining ManagedClusters: %w", err)
+	}
+	out := map[string]bool{}
+	for _, mc := range list.Items {
+		out[mc.Name] = true
+	}
+	return out, nil
+}
+
+// stepMoves (phase 1b) runs one step of the FleetVirtualMachine's moves
+// and writes their status before the decision is recorded: a move's
+// status is its memory (the target it chose), kept first so a reconcile
+// that stops after it does not choose again. It returns false when the
+// reconcile must stop (a move's write was refused).
+func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
+	list := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(s.fvm.Namespace), client.MatchingFields{IndexMoveFleetVM: s.fvm.Name}); err != nil {
+		s.fail(fmt.Errorf("list FleetVirtualMachineMoves: %w", err))
+		return true
+	}
+	moves := make([]*fleetv1alpha1.FleetVirtualMachineMove, 0, len(list.Items))
+	for i := range list.Items {
+		if move.Active(&list.Items[i]) {
+			moves = append(moves, &list.Items[i])
+		}
+	}
+	if len(moves) == 0 {
+		return true
+	}
+	// One move of a VM at a time: the one started first, else the oldest.
+	slices.SortFunc(moves, func(a, b *fleetv1alpha1.FleetVirtualMachineMove) int {
+		if sa, sb := move.Started(a), move.Started(b); sa != sb {
+			return boolFirst(sa, sb)
+		}
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	in := move.Input{Now: s.now.Time, RunStrategy: s.fvm.Spec.RunStrategy, Copies: r.copies(s), Deleting: s.fvm.DeletionTimestamp != nil}
+	for i, m := range moves {
+		in.Move = m
+		in.Busy, in.WaitFor = "", ""
+		if i > 0 {
+			in.Busy = moves[0].Name
+		}
+		in.Method, in.Refused = move.MethodFor(s.fvm, m.Spec.Method)
+		if i == 0 && !move.Started(m) && !s.obs.Scheduled {
+			// Its target is chosen from the scheduler's current answer.
+			in.WaitFor = "the OCM scheduler's decision for the FleetVirtualMachine's placement"
+		}
+		if i == 0 && !move.Started(m) && in.WaitFor == "" {
+			targets, err := r.moveTargets(ctx, s, in.Copies)
+			if err != nil {
+				s.fail(err)
+				return true
+			}
+			in.Targets = targets
+		}
+		out := move.Step(in)
+		if !equality.Semantic.DeepEqual(out.Status, m.Status) {
+			before := m.DeepCopy()
+			m.Status = out.Status
+			if _, err := write.Status(ctx, r.Client, before, m); err != nil {
+				if !write.Stale(err) {
+					s.fail(fmt.Errorf("write status of FleetVirtualMachineMove %s: %w", m.Name, err))
+				}
+				return false
+			}
+			r.recordMove(s.fvm, m, before.Status)
+		}
+		if move.Active(m) {
+			s.moves = append(s.moves, stepped{move: m, out: out})
+		}
+	}
+	return true
+}
+
+// copies is what the hub knows of the VM on each cluster, for the moves.
+func (r *Reconciler) copies(s *scope) map[string]move.Copy {
+	out := map[string]move.Copy{}
+	in := r.decisionInput(s.fvm, s.obs, s.now)
+	for c, p := range in.Clusters {
+		cp := move.Copy{Present: p.Present(), Removing: p.RemovingSince != nil, Reported: p.Reported}
+		if rep := s.obs.Reports[c]; rep != nil {
+			cp.PrintableStatus, cp.Ready, cp.RunStrategy = rep.PrintableStatus, rep.Ready, rep.RunStrategy
+		}
+		out[c] = cp
+	}
+	return out
+}
+
+// moveTargets are the clusters a moving copy may go to: those the
+// scheduler admits for the VM (environment, bound sets, fit, networks)
+// where it fits now, hold no copy and are not draining; the one FleetVM
+// would place a new copy on first.
+func (r *Reconciler) moveTargets(ctx context.Context, s *scope, copies map[string]move.Copy) ([]string, error) {
+	if s.obs.pick == nil {
+		return nil, nil
+	}
+	draining, err := r.drainingClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var free []string
+	for _, c := range s.obs.Candidates {
+		if !copies[c].Present && !draining[c] && s.obs.pick.Fits(c) {
+			free = append(free, c)
+		}
+	}
+	if len(free) == 0 {
+		return nil, nil
+	}
+	in := *s.obs.pick
+	in.Placed, in.Candidates, in.Desired = nil, free, ptr.To[int32](1)
+	best := placement.Pick(in)
+	return append(best, slices.DeleteFunc(free, func(c string) bool { return slices.Contains(best, c) })...), nil
+}
+
+// decisionMoves are what the moves ask of the decision.
+func (s *scope) decisionMoves() []placement.Move {
+	var out []placement.Move
+	for _, st := range s.moves {
+		if st.out.Target == "" {
+			continue
+		}
+		out = append(out, placement.Move{Name: st.move.Name, From: st.move.Spec.From, To: st.out.Target,
+			RemoveFrom: st.out.RemoveFrom, RemoveTo: st.out.RemoveTo})
+	}
+	return out
+}
+
+// held are the clusters whose VM a move holds stopped, and the moves'
+// notes for the status of the clusters they hold.
+func (s *scope) held() map[string]bool {
+	out := map[string]bool{}
+	for _, st := range s.moves {
+		for _, c := range st.out.Halt {
+			out[c] = true
+		}
+	}
+	return out
+}
+
+// noteMoves tells, on the status entry of each move's source, what the
+// move does.
+func (s *scope) noteMoves() {
+	for _, st := range s.moves {
+		from := st.move.Spec.From
+		if p, ok := s.outcome.Clusters[from]; ok && p.State == placement.Placed {
+			p.Reason = fmt.Sprintf("moving to %s (move %s, %s): %s", st.out.Status.To, st.move.Name, st.out.Status.Phase, st.out.Status.Message)
+			s.outcome.Clusters[from] = p
+		}
+	}
+}
+
+// recordMove tells a move's phase change in events, on the move and on
+// its FleetVirtualMachine.
+func (r *Reconciler) recordMove(fvm *fleetv1alpha1.FleetVirtualMachine, m *fleetv1alpha1.FleetVirtualMachineMove, before fleetv1alpha1.FleetVirtualMachineMoveStatus) {
+	if m.Status.Phase == before.Phase || r.Recorder == nil {
+		return
+	}
+	kind := "Normal"
+	if m.Status.Phase == fleetv1alpha1.MoveFailed || m.Status.Phase == fleetv1alpha1.MoveRollingBack {
+		kind = "Warning"
+	}
+	reason := "Move" + string(m.Status.Phase)
+	r.Recorder.Eventf(m, kind, reason, "%s", m.Status.Message)
+	r.Recorder.Eventf(fvm, kind, reason, "move %s from %s to %s: %s", m.Name, m.Spec.From, m.Status.To, m.Status.Message)
+}
+
+// boolFirst sorts true before false.
+func boolFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	default:
+		return 1
+	}
+}
+
+// moveDeadline is when the first move's timeout passes (0: none).
+func (s *scope) moveDeadline() time.Duration {
+	var d time.Duration
+	for _, st := range s.moves {
+		if l := st.out.LookAgain; l > 0 && (d == 0 || l < d) {
+			d = l
+		}
+	}
+	return d
+}
+
+// fleetVMOfMove maps a FleetVirtualMachineMove to its FleetVirtualMachine.
+func fleetVMOfMove(_ context.Context, obj client.Object) []reconcile.Request {
+	m := obj.(*fleetv1alpha1.FleetVirtualMachineMove)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}}}
+}
+
+// failMovesOfGone ends the moves of a FleetVirtualMachine that does not
+// exist: nothing is left to move.
+func (r *Reconciler) failMovesOfGone(ctx context.Context, key types.NamespacedName) error {
+	list := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{IndexMoveFleetVM: key.Name}); err != nil {
+		return fmt.Errorf("list FleetVirtualMachineMoves: %w", err)
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	for i := range list.Items {
+		m := &list.Items[i]
+		if !move.Active(m) {
+			continue
+		}
+		before := m.DeepCopy()
+		m.Status.Phase, m.Status.CompletionTime = fleetv1alpha1.MoveFailed, &now
+		m.Status.Message = fmt.Sprintf("FleetVirtualMachine %s does not exist", key.Name)
+		if _, err := write.Status(ctx, r.Client, before, m); err != nil && !write.Stale(err) {
+			return fmt.Errorf("write status of FleetVirtualMachineMove %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
