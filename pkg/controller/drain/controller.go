@@ -111,10 +111,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("list the FleetVirtualMachines on cluster %s: %w", cluster, err)
 	}
 	copies := CopiesOn(fvms.Items, cluster)
-	node := map[string]string{}
-	for _, c := range copies {
-		node[c.key()] = c.Node
-	}
 	had := map[string]bool{}
 	var active []Copy
 	for i := range moves.Items {
@@ -122,7 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		k := m.Namespace + "/" + m.Spec.FleetVirtualMachine
 		had[k] = true
 		if move.Active(m) {
-			active = append(active, Copy{Namespace: m.Namespace, FleetVM: m.Spec.FleetVirtualMachine, Node: node[k]})
+			// The node the copy ran on when its move started: a VM held
+			// stopped for the move runs on none.
+			active = append(active, Copy{Namespace: m.Namespace, FleetVM: m.Spec.FleetVirtualMachine, Node: m.Annotations[AnnotationNode]})
 		}
 	}
 	var waiting []Copy
@@ -136,7 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m := &fleetv1alpha1.FleetVirtualMachineMove{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: MoveName(cluster, c.FleetVM), Namespace: c.Namespace,
-				Labels: map[string]string{fleetv1alpha1.LabelDrain: cluster, fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
+				Labels:      map[string]string{fleetv1alpha1.LabelDrain: cluster, fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
+				Annotations: map[string]string{AnnotationNode: c.Node},
 			},
 			Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: c.FleetVM, From: cluster, Method: fleetv1alpha1.MoveMethodAuto},
 		}
@@ -168,6 +167,10 @@ func (r *Reconciler) end(ctx context.Context, moves []fleetv1alpha1.FleetVirtual
 	}
 	return nil
 }
+
+// AnnotationNode on a drain's move names the node its copy ran on when
+// the drain started moving it: the per-node limit counts it there.
+const AnnotationNode = "fleetvm.io/node"
 
 // MoveName is the name of the move a drain of cluster makes for a
 // FleetVirtualMachine: "drain-<cluster>-<name>", shortened with a hash

@@ -20,7 +20,9 @@ func newMove(to string) *fleetv1alpha1.FleetVirtualMachineMove {
 	}
 }
 
-func running() Copy { return Copy{Present: true, Reported: true, PrintableStatus: "Running", Ready: true, RunStrategy: "Always"} }
+func running() Copy {
+	return Copy{Present: true, Reported: true, PrintableStatus: "Running", Ready: true, RunStrategy: "Always"}
+}
 func halted() Copy {
 	return Copy{Present: true, Reported: true, PrintableStatus: "Stopped", RunStrategy: "Halted"}
 }

@@ -350,7 +350,7 @@ func (o *Outcome) leave(in Input, c string, p Presence, i Intent, now metav1.Tim
 	}
 	plan := Plan{State: Leaving, Since: &since, Reason: i.Reason}
 	left := in.GracePeriod - in.Now.Sub(since.Time)
-	if left > 0 {
+	if left > 0 && in.GracePeriod > 0 { // none: a move removes at once
 		o.Clusters[c] = plan
 		if o.LookAgain == 0 || left < o.LookAgain {
 			o.LookAgain = left

@@ -35,16 +35,16 @@ func TestDecideWithMoves(t *testing.T) {
 		}(),
 		want: summaryOf{States: map[string]string{"a": "Placed", "b": "Placed"}},
 	}, {
-		name: "the source goes once the VM is ready on the target",
+		name: "the source goes at once when the VM is ready on the target",
 		in: func() Input {
 			in := base(Move{Name: "m", From: "a", To: "b", RemoveFrom: true})
 			in.Clusters["b"] = running()
 			in.Now = t0.Add(1500 * 1e6) // not on a whole second
 			return in
 		}(),
-		want: summaryOf{States: map[string]string{"a": "Leaving@2s", "b": "Placed"}, LookAgain: 500 * 1e6},
+		want: summaryOf{States: map[string]string{"a": "Removing@1.5s", "b": "Placed"}, Remove: []string{"a"}},
 	}, {
-		name: "on a whole second it is removed at once",
+		name: "on a whole second too",
 		in: func() Input {
 			in := base(Move{Name: "m", From: "a", To: "b", RemoveFrom: true})
 			in.Clusters["b"] = running()
