@@ -118,6 +118,19 @@ func TestLifecycle(t *testing.T) {
 	})
 }
 
+// TestMove moves a VM between the two prod clusters with real Argo CD.
+func TestMove(t *testing.T) {
+	checkArgoCD(t)
+	MoveSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-move",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}
+
 // TestExamples applies examples/ as `make run` does and waits for all of
 // them to be Ready; the git example must pick each cluster's overlay.
 func TestExamples(t *testing.T) {
