@@ -25,7 +25,6 @@ func MoveSpec(t *testing.T, in LifecycleInput) {
 	in.Clusters = 1
 	fvm := newTestFVM(in, "moved", fleetv1alpha1.DeletionPolicyDelete)
 	decided := applyAndWaitRunning(t, in, fvm)
-	t.Cleanup(func() { deleteFVM(t, in, fvm) })
 	from := decided[0]
 
 	m := &fleetv1alpha1.FleetVirtualMachineMove{
@@ -63,7 +62,7 @@ func MoveSpec(t *testing.T, in LifecycleInput) {
 			return fmt.Errorf("clusters %s, want %s only", describeClusters(f), to)
 		}
 		if c := f.Status.Clusters[0]; c.SyncStatus != string(argov1alpha1.SyncStatusCodeSynced) || c.Health != "Healthy" {
-			return fmt.Errorf("Argo CD %s/%s on %s", c.SyncStatus, c.Health, to)
+			return fmt.Errorf("on %s Argo CD is %s/%s", to, c.SyncStatus, c.Health)
 		}
 		return nil
 	})
@@ -84,4 +83,5 @@ func MoveSpec(t *testing.T, in LifecycleInput) {
 	t.Logf("Restart move %s -> %s with Argo CD: %s in all, hand-over (stopped on %s until ready on %s) %s; phases seen %v",
 		from, to, s.CompletionTime.Sub(s.StartTime.Time).Round(time.Second), from, to,
 		s.ReadyTime.Sub(s.StoppedTime.Time).Round(time.Second), phases)
+	deleteFVM(t, in, fvm)
 }

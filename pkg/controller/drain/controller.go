@@ -24,6 +24,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves,verbs=get;list;watch;create;delete
@@ -139,7 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			},
 			Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: c.FleetVM, From: cluster, Method: fleetv1alpha1.MoveMethodAuto},
 		}
-		if err := r.Client.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+		// One move per copy and drain: a move of that name, made before
+		// a restart or by a reconcile from a cache behind, is left alone.
+		if _, err := write.CreateOnly(ctx, r.Client, m); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create move %s/%s: %w", m.Namespace, m.Name, err)
 		}
 	}
