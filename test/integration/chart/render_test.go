@@ -226,7 +226,7 @@ func TestRenderedObjects(t *testing.T) {
 		},
 	}
 	wantCRDs := []string{
-		"fleetdiskimages.fleetvm.io", "fleetvirtualmachines.fleetvm.io", "imageinventories.fleetvm.io", "vmreports.fleetvm.io",
+		"fleetdiskimages.fleetvm.io", "fleetvirtualmachinemoves.fleetvm.io", "fleetvirtualmachines.fleetvm.io", "imageinventories.fleetvm.io", "vmreports.fleetvm.io",
 	}
 	for name, rel := range releases {
 		t.Run(name, func(t *testing.T) {
