@@ -1,5 +1,5 @@
 // Command kubectl-fleetvm is the FleetVM kubectl plugin: put it on the PATH
-// and run `kubectl fleetvm status|start|stop|restart|images`.
+// and run `kubectl fleetvm status|start|stop|restart|images|explain|move`.
 package main
 
 import (

@@ -1,6 +1,7 @@
 // Package kubectlfleetvm is the kubectl plugin kubectl-fleetvm: the fleet
-// status of FleetVirtualMachines, fleet-wide start, stop and restart, and
-// disk image usage, all read from and written to the OCM hub.
+// status of FleetVirtualMachines, fleet-wide start, stop and restart, disk
+// image usage and moves of a VM's copy between clusters, all read from and
+// written to the OCM hub.
 package kubectlfleetvm
 
 import (
@@ -42,7 +43,7 @@ type Config struct {
 // options is what every subcommand works with once the flags are parsed.
 type options struct {
 	flags         *genericclioptions.ConfigFlags
-	client        client.Client
+	client        client.WithWatch
 	namespace     string
 	allNamespaces bool
 	out, errOut   io.Writer
@@ -72,11 +73,12 @@ func NewCommand(cfg Config) *cobra.Command {
 
 	root := &cobra.Command{
 		Use:   "kubectl-fleetvm",
-		Short: "Fleet status, power and disk images of FleetVirtualMachines on an OCM hub",
+		Short: "Fleet status, power, disk images and moves of FleetVirtualMachines on an OCM hub",
 		Long: `kubectl fleetvm reads FleetVirtualMachines and FleetDiskImages on the OCM hub
 (the current kubeconfig context) and shows how every copy is doing on every
 managed cluster. start, stop and restart change spec.runStrategy, which the
-hub delivers to every cluster.`,
+hub delivers to every cluster. move asks the hub to move one copy to another
+cluster.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fleetvm"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -85,7 +87,7 @@ hub delivers to every cluster.`,
 	root.SetErr(cfg.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o))
+	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o), newMoveCommand(o))
 	for _, p := range []power{powerStart, powerStop, powerRestart} {
 		root.AddCommand(newPowerCommand(o, p))
 	}
@@ -114,7 +116,7 @@ func (o *options) complete() error {
 		// kubectl's own limits, not client-go's 5 per second.
 		cfg.QPS, cfg.Burst = 50, 300
 	}
-	if o.client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
+	if o.client, err = client.NewWithWatch(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		return fmt.Errorf("connect to the hub: %w", err)
 	}
 	if o.namespace, _, err = o.flags.ToRawKubeConfigLoader().Namespace(); err != nil {

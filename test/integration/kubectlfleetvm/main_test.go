@@ -1,7 +1,7 @@
 // Package kubectlfleetvm runs the kubectl-fleetvm command, flags and all,
 // against a real hub API server. No hub controller runs: the tests write
 // the status the hub would, through the status subresource, and play the
-// hub's part while start, stop and restart wait.
+// hub's part while start, stop, restart and move wait.
 package kubectlfleetvm
 
 import (
@@ -174,6 +174,18 @@ func setStatus(ctx context.Context, ns, name string, mut func(*fleetv1alpha1.Fle
 	fvm.Status.ObservedGeneration = fvm.Generation
 	mut(fvm)
 	return fleet.Hub.Client.Status().Update(ctx, fvm)
+}
+
+// copyOn is a status entry of a copy running on cluster, on node.
+func copyOn(cluster, node string) fleetv1alpha1.ClusterStatus {
+	return fleetv1alpha1.ClusterStatus{Cluster: cluster, Environment: "prod", Phase: fleetv1alpha1.ClusterPhaseRunning, Ready: true, Node: node}
+}
+
+func placeOn(t *testing.T, ns, name string, entries ...fleetv1alpha1.ClusterStatus) {
+	t.Helper()
+	if err := setStatus(t.Context(), ns, name, func(f *fleetv1alpha1.FleetVirtualMachine) { f.Status.Clusters = entries }); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // clusters returns status entries in the same phase, ready when Running.

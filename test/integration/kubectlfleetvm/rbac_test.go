@@ -1,0 +1,69 @@
+package kubectlfleetvm
+
+import (
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// moveRules are the permissions docs/user-guide/kubectl-plugin.md lists
+// for move and move --wait, in one namespace. The tests run move
+// impersonating a user who has these and nothing else, so the list is
+// known to be enough.
+var moveRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachines"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachinemoves"}, Verbs: []string{"create", "list", "watch"}},
+}
+
+// grantNamespace gives user the rules in one namespace only.
+func grantNamespace(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	name := "kubectl-fleetvm-test-" + user
+	createRBAC(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules})
+	createRBAC(t, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})
+	waitAllowed(t, ns, user, rules)
+}
+
+// waitAllowed waits until the API server's authorizer, which reads RBAC
+// from a cache, lets user do everything rules allow: a command run right
+// after the grant could otherwise be refused.
+func waitAllowed(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		for _, r := range rules {
+			for _, resource := range r.Resources {
+				for _, verb := range r.Verbs {
+					sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+						User: user,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{
+							Namespace: ns, Group: r.APIGroups[0], Resource: resource, Verb: verb,
+						},
+					}}
+					if err := fleet.Hub.Client.Create(t.Context(), sar); err != nil || !sar.Status.Allowed {
+						return false, err
+					}
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never got the rights granted: %v", user, err)
+	}
+}
+
+func createRBAC(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := fleet.Hub.Client.Create(t.Context(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
