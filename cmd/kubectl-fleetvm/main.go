@@ -1,5 +1,5 @@
 // Command kubectl-fleetvm is the FleetVM kubectl plugin: put it on the PATH
-// and run `kubectl fleetvm status|start|stop|restart|images|explain|move`.
+// and run `kubectl fleetvm status|start|stop|restart|images|explain|move|drain|undrain`.
 package main
 
 import (

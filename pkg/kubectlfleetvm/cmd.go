@@ -1,7 +1,7 @@
 // Package kubectlfleetvm is the kubectl plugin kubectl-fleetvm: the fleet
 // status of FleetVirtualMachines, fleet-wide start, stop and restart, disk
-// image usage and moves of a VM's copy between clusters, all read from and
-// written to the OCM hub.
+// image usage, moves of a VM's copy between clusters and cluster drains,
+// all read from and written to the OCM hub.
 package kubectlfleetvm
 
 import (
@@ -35,8 +35,8 @@ type Config struct {
 	genericiooptions.IOStreams
 	// Now is the clock for ages; time.Now when nil.
 	Now func() time.Time
-	// PollInterval is how often start, stop and restart read the hub while
-	// they wait; one second when zero.
+	// PollInterval is how often start, stop, restart and drain read the
+	// hub while they wait; one second when zero.
 	PollInterval time.Duration
 }
 
@@ -73,12 +73,13 @@ func NewCommand(cfg Config) *cobra.Command {
 
 	root := &cobra.Command{
 		Use:   "kubectl-fleetvm",
-		Short: "Fleet status, power, disk images and moves of FleetVirtualMachines on an OCM hub",
+		Short: "Fleet status, power, disk images, moves and drains of FleetVirtualMachines on an OCM hub",
 		Long: `kubectl fleetvm reads FleetVirtualMachines and FleetDiskImages on the OCM hub
 (the current kubeconfig context) and shows how every copy is doing on every
 managed cluster. start, stop and restart change spec.runStrategy, which the
 hub delivers to every cluster. move asks the hub to move one copy to another
-cluster.`,
+cluster; drain and undrain put and take off the taint that has the hub move
+every copy off a cluster.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fleetvm"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -87,7 +88,8 @@ cluster.`,
 	root.SetErr(cfg.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o), newMoveCommand(o))
+	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o),
+		newMoveCommand(o), newDrainCommand(o), newUndrainCommand(o))
 	for _, p := range []power{powerStart, powerStop, powerRestart} {
 		root.AddCommand(newPowerCommand(o, p))
 	}
@@ -142,6 +144,8 @@ func explainError(err error, kind, namespace, name string) error {
 		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
 	case meta.IsNoMatchError(err) || isCRDMissing(err):
 		return fmt.Errorf("the fleetvm.io API (%s) is not installed on this cluster: is the kubeconfig context the OCM hub running FleetVM? (%w)", kind, err)
+	case apierrors.IsForbidden(err) && namespace == "":
+		return fmt.Errorf("not allowed to read or change %s in all namespaces: %w", kind, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("not allowed to read or change %s in namespace %q: %w", kind, namespace, err)
 	}

@@ -1,7 +1,7 @@
 // Package kubectlfleetvm runs the kubectl-fleetvm command, flags and all,
 // against a real hub API server. No hub controller runs: the tests write
 // the status the hub would, through the status subresource, and play the
-// hub's part while start, stop, restart and move wait.
+// hub's part while start, stop, restart, move and drain wait.
 package kubectlfleetvm
 
 import (
@@ -64,6 +64,17 @@ func (r *running) printed(t *testing.T, s string) {
 	})
 	if err != nil {
 		t.Fatalf("the command never printed %q: %v\nstderr:\n%s", s, err, r.errOut)
+	}
+}
+
+// wrote waits until the command wrote s to stdout.
+func (r *running) wrote(t *testing.T, s string) {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		return strings.Contains(r.out.String(), s), nil
+	})
+	if err != nil {
+		t.Fatalf("the command never wrote %q: %v\nstdout:\n%s", s, err, r.out)
 	}
 }
 

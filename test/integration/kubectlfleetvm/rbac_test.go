@@ -11,13 +11,40 @@ import (
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
-// moveRules are the permissions docs/user-guide/kubectl-plugin.md lists
-// for move and move --wait, in one namespace. The tests run move
-// impersonating a user who has these and nothing else, so the list is
-// known to be enough.
-var moveRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachines"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachinemoves"}, Verbs: []string{"create", "list", "watch"}},
+// The permissions docs/user-guide/kubectl-plugin.md lists for move,
+// drain and undrain. The tests run those commands impersonating a user
+// who has these and nothing else, so the list is known to be enough; and
+// where a command must write nothing, as a user who may not write at all.
+var (
+	// readDrain: drain without a write (the taint is there already) and
+	// drain --wait.
+	readDrain = []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachines", "fleetvirtualmachinemoves"}, Verbs: []string{"list"}},
+	}
+	// writeDrain: drain and undrain.
+	writeDrain = append([]rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"patch"}},
+	}, readDrain...)
+	// moveRules: move and move --wait, in one namespace.
+	moveRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachines"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachinemoves"}, Verbs: []string{"create", "list", "watch"}},
+	}
+)
+
+// grantCluster gives user the rules on the whole hub; the user is
+// impersonated with --as.
+func grantCluster(t *testing.T, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	name := "kubectl-fleetvm-test-" + user
+	createRBAC(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules})
+	createRBAC(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})
+	waitAllowed(t, "", user, rules)
 }
 
 // grantNamespace gives user the rules in one namespace only.

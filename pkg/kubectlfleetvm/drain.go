@@ -1,0 +1,252 @@
+package kubectlfleetvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+)
+
+const kindCluster = "ManagedCluster"
+
+type drainOptions struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func newDrainCommand(o *options) *cobra.Command {
+	do := &drainOptions{timeout: time.Hour}
+	cmd := &cobra.Command{
+		Use:   "drain CLUSTER",
+		Short: "Move every FleetVirtualMachine copy off a managed cluster, and place no new one on it",
+		Long: `drain puts the taint fleetvm.io/drain (effect NoSelectIfNew) on the ManagedCluster,
+keeping its other taints; it writes nothing when the taint is there already.
+The hub then moves each FleetVirtualMachine copy off the cluster with a
+FleetVirtualMachineMove (labelled fleetvm.io/drain=CLUSTER), a few at a time,
+and places no new copy on it. Other Placements keep what they selected there.
+
+drain prints one row per copy still on the cluster and per move of the drain,
+and a summary. With --wait it prints them again whenever they change, until no
+copy is left and no move runs (at most --timeout; the drain goes on after).
+undrain takes the taint off.`,
+		Example: `  kubectl fleetvm drain prod-a
+  kubectl fleetvm drain prod-a --wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := do.validate(); err != nil {
+				return err
+			}
+			if err := o.complete(); err != nil {
+				return err
+			}
+			return o.drain(cmd.Context(), args[0], do)
+		},
+	}
+	cmd.Flags().BoolVar(&do.wait, "wait", false, "Follow the drain until no copy is left on the cluster and no move runs.")
+	cmd.Flags().DurationVar(&do.timeout, "timeout", do.timeout, "How long --wait follows the drain.")
+	return cmd
+}
+
+func (do *drainOptions) validate() error {
+	if do.wait && do.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, not %s", do.timeout)
+	}
+	return nil
+}
+
+func newUndrainCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "undrain CLUSTER",
+		Short: "Take the drain taint off a managed cluster: no new move starts, new copies may land on it",
+		Long: `undrain removes the taint fleetvm.io/drain from the ManagedCluster, keeping its
+other taints; it writes nothing when the taint is not there. The hub starts no
+new move off the cluster; moves already running finish (or roll back) as they
+would, so copies already moved stay where they went.`,
+		Example: `  kubectl fleetvm undrain prod-a`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.complete(); err != nil {
+				return err
+			}
+			return o.undrain(cmd.Context(), args[0])
+		},
+	}
+}
+
+// drain puts the taint on, prints the progress and, with --wait, follows it.
+func (o *options) drain(ctx context.Context, cluster string, do *drainOptions) error {
+	ref := "managedcluster.cluster.open-cluster-management.io/" + cluster
+	_, changed, err := o.setDrainTaint(ctx, cluster, true)
+	if err != nil {
+		return err
+	}
+	if changed {
+		_, _ = fmt.Fprintf(o.out, "%s draining: taint %s:%s added; the hub moves its FleetVM copies off it, a few at a time\n\n",
+			ref, fleetv1alpha1.DrainTaintKey, clusterv1.TaintEffectNoSelectIfNew)
+	} else {
+		_, _ = fmt.Fprintf(o.out, "%s is draining already (taint %s)\n\n", ref, fleetv1alpha1.DrainTaintKey)
+	}
+	if !do.wait {
+		copies, rows, counts, err := o.readDrain(ctx, cluster)
+		if err != nil {
+			return err
+		}
+		if err := writeDrainProgress(o.out, cluster, rows, counts); err != nil {
+			return err
+		}
+		if drainDone(copies, counts) {
+			_, _ = fmt.Fprintf(o.out, "%s is drained. kubectl fleetvm undrain %s lets copies be placed on it again.\n", cluster, cluster)
+		}
+		return nil
+	}
+	return o.followDrain(ctx, cluster, do.timeout)
+}
+
+// followDrain prints the drain's progress whenever it changes, until it
+// is done or timeout passes.
+func (o *options) followDrain(ctx context.Context, cluster string, timeout time.Duration) error {
+	var (
+		shown  string
+		counts drainCounts
+		last   error
+	)
+	err := wait.PollUntilContextTimeout(ctx, o.pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		copies, rows, c, err := o.readDrain(ctx, cluster)
+		if err != nil {
+			if !ending(ctx) {
+				last = err
+			}
+			return false, nil
+		}
+		last, counts = nil, c
+		var b bytes.Buffer
+		if err := writeDrainProgress(&b, cluster, rows, counts); err != nil {
+			return false, err
+		}
+		if now := b.String(); now != shown {
+			if shown != "" {
+				_, _ = fmt.Fprintln(o.out)
+			}
+			_, _ = fmt.Fprint(o.out, now)
+			shown = now
+		}
+		return drainDone(copies, counts), nil
+	})
+	switch {
+	case err == nil:
+		_, _ = fmt.Fprintf(o.out, "\n%s is drained: no FleetVM copy left on it, no move running. "+
+			"kubectl fleetvm undrain %s lets copies be placed on it again.\n", cluster, cluster)
+		return nil
+	case !wait.Interrupted(err):
+		return err
+	}
+	what := fmt.Sprintf("gave up after %s", timeout)
+	if ctx.Err() != nil {
+		what = "interrupted"
+	}
+	msg := fmt.Sprintf("%s waiting for %s to drain (moving %d, waiting %d, failed %d): the drain goes on", what, cluster,
+		counts.Moving, counts.Waiting, counts.Failed)
+	if last != nil {
+		return fmt.Errorf("%s (last error: %w)", msg, last)
+	}
+	return errors.New(msg)
+}
+
+// readDrain reads the copies on the cluster (of every FleetVM, in every
+// namespace) and the drain's moves, and lays out the progress.
+func (o *options) readDrain(ctx context.Context, cluster string) ([]drain.Copy, []drainRow, drainCounts, error) {
+	fvms, err := o.allFVMs(ctx)
+	if err != nil {
+		return nil, nil, drainCounts{}, err
+	}
+	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := o.client.List(ctx, moves, client.MatchingLabels{fleetv1alpha1.LabelDrain: cluster}); err != nil {
+		return nil, nil, drainCounts{}, explainError(err, kindMove, "", "")
+	}
+	copies := drain.CopiesOn(fvms, cluster)
+	rows, counts := drainProgress(copies, moves.Items)
+	return copies, rows, counts, nil
+}
+
+func (o *options) allFVMs(ctx context.Context) ([]fleetv1alpha1.FleetVirtualMachine, error) {
+	list := &fleetv1alpha1.FleetVirtualMachineList{}
+	if err := o.client.List(ctx, list); err != nil {
+		return nil, explainError(err, kindFVM, "", "")
+	}
+	return list.Items, nil
+}
+
+// undrain takes the taint off.
+func (o *options) undrain(ctx context.Context, cluster string) error {
+	ref := "managedcluster.cluster.open-cluster-management.io/" + cluster
+	_, changed, err := o.setDrainTaint(ctx, cluster, false)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		_, _ = fmt.Fprintf(o.out, "%s is not draining (no taint %s): nothing to do\n", ref, fleetv1alpha1.DrainTaintKey)
+		return nil
+	}
+	_, _ = fmt.Fprintf(o.out, "%s undrained: taint %s removed. No new move starts; moves already running finish "+
+		"(kubectl get fleetvirtualmachinemoves -A -l %s=%s), and new copies may be placed on it again.\n",
+		ref, fleetv1alpha1.DrainTaintKey, fleetv1alpha1.LabelDrain, cluster)
+	return nil
+}
+
+// setDrainTaint puts the drain taint on the cluster (on) or takes it off,
+// keeping every other taint: a merge patch of spec.taints carrying the
+// resourceVersion it read, read again and retried on conflict. It writes
+// nothing when the taint is already as asked, and says whether it wrote.
+func (o *options) setDrainTaint(ctx context.Context, name string, on bool) (*clusterv1.ManagedCluster, bool, error) {
+	mc := &clusterv1.ManagedCluster{}
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := o.client.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			return clusterError(err, name)
+		}
+		taints, differ := drainTaints(mc.Spec.Taints, on, o.now())
+		if changed = differ; !differ {
+			return nil
+		}
+		patch, err := taintsPatch(taints, mc.ResourceVersion)
+		if err != nil {
+			return err
+		}
+		return o.client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+	})
+	if err != nil {
+		verb := "add the taint " + fleetv1alpha1.DrainTaintKey + " to"
+		if !on {
+			verb = "remove the taint " + fleetv1alpha1.DrainTaintKey + " from"
+		}
+		return nil, false, fmt.Errorf("%s %s %s: %w", verb, kindCluster, name, err)
+	}
+	return mc, changed, nil
+}
+
+// clusterError turns API errors about a ManagedCluster into messages that
+// name it.
+func clusterError(err error, name string) error {
+	switch {
+	case apierrors.IsNotFound(err) && !isCRDMissing(err):
+		return fmt.Errorf("%s %q not found (kubectl get managedclusters lists them)", kindCluster, name)
+	case meta.IsNoMatchError(err) || isCRDMissing(err):
+		return fmt.Errorf("the OCM cluster API (%s) is not installed: is the kubeconfig context the OCM hub? (%w)", kindCluster, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("not allowed to read or change %s %q: %w", kindCluster, name, err)
+	}
+	return err
+}
