@@ -18,17 +18,20 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/explain"
 )
 
 const kindCluster = "ManagedCluster"
 
 type drainOptions struct {
-	wait    bool
-	timeout time.Duration
+	dryRun, wait bool
+	timeout      time.Duration
+	limits       drain.Limits
+	envLabel     string
 }
 
 func newDrainCommand(o *options) *cobra.Command {
-	do := &drainOptions{timeout: time.Hour}
+	do := &drainOptions{timeout: time.Hour, limits: drain.DefaultLimits, envLabel: "env"}
 	cmd := &cobra.Command{
 		Use:   "drain CLUSTER",
 		Short: "Move every FleetVirtualMachine copy off a managed cluster, and place no new one on it",
@@ -41,8 +44,14 @@ and places no new copy on it. Other Placements keep what they selected there.
 drain prints one row per copy still on the cluster and per move of the drain,
 and a summary. With --wait it prints them again whenever they change, until no
 copy is left and no move runs (at most --timeout; the drain goes on after).
-undrain takes the taint off.`,
-		Example: `  kubectl fleetvm drain prod-a
+undrain takes the taint off.
+
+--dry-run writes nothing and prints the plan: the copies in waves within the
+limits (--per-cluster, --per-node: give the hub's drain limits if they are not
+its defaults), each with the method it would move by and the cluster it would
+likely go to (the qualifying cluster, by kubectl fleetvm explain, with the
+fewest copies), or why it cannot move.`,
+		Example: `  kubectl fleetvm drain prod-a --dry-run
   kubectl fleetvm drain prod-a --wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,16 +61,30 @@ undrain takes the taint off.`,
 			if err := o.complete(); err != nil {
 				return err
 			}
+			if do.dryRun {
+				return o.drainPlan(cmd.Context(), args[0], do)
+			}
 			return o.drain(cmd.Context(), args[0], do)
 		},
 	}
+	cmd.Flags().BoolVar(&do.dryRun, "dry-run", false, "Write nothing; print which copies would move in which wave, how, and likely where.")
 	cmd.Flags().BoolVar(&do.wait, "wait", false, "Follow the drain until no copy is left on the cluster and no move runs.")
 	cmd.Flags().DurationVar(&do.timeout, "timeout", do.timeout, "How long --wait follows the drain.")
+	cmd.Flags().IntVar(&do.limits.PerCluster, "per-cluster", do.limits.PerCluster, "With --dry-run: how many moves off the cluster run at once (the hub's setting).")
+	cmd.Flags().IntVar(&do.limits.PerNode, "per-node", do.limits.PerNode, "With --dry-run: how many moves leave one node at once (the hub's setting).")
+	cmd.Flags().StringVar(&do.envLabel, "environment-label", do.envLabel, "With --dry-run: the cluster label that holds the environment (the hub's --environment-label).")
 	return cmd
 }
 
 func (do *drainOptions) validate() error {
-	if do.wait && do.timeout <= 0 {
+	switch {
+	case do.dryRun && do.wait:
+		return errors.New("--dry-run and --wait do not go together: a dry run starts nothing to wait for")
+	case do.limits.PerCluster < 1:
+		return fmt.Errorf("--per-cluster must be at least 1, not %d", do.limits.PerCluster)
+	case do.limits.PerNode < 1:
+		return fmt.Errorf("--per-node must be at least 1, not %d", do.limits.PerNode)
+	case do.wait && do.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, not %s", do.timeout)
 	}
 	return nil
@@ -249,4 +272,57 @@ func clusterError(err error, name string) error {
 		return fmt.Errorf("not allowed to read or change %s %q: %w", kindCluster, name, err)
 	}
 	return err
+}
+
+// drainPlan prints what draining the cluster would do, writing nothing.
+func (o *options) drainPlan(ctx context.Context, cluster string, do *drainOptions) error {
+	mc := &clusterv1.ManagedCluster{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		return clusterError(err, cluster)
+	}
+	fvms, err := o.allFVMs(ctx)
+	if err != nil {
+		return err
+	}
+	in := planInput{Cluster: cluster, Limits: do.limits, FVMs: fvms,
+		Verdicts: map[types.NamespacedName][]explain.Verdict{}, Draining: map[string]bool{}}
+	if draining(mc.Spec.Taints) {
+		in.Draining[cluster] = true
+	}
+	// Every FleetVM with a copy on the cluster is explained; most read the
+	// same cluster sets, clusters and scores, so each is read once.
+	reader := newMemoReader(o.client)
+	now := o.now()
+	for _, c := range drain.CopiesOn(fvms, cluster) {
+		key := types.NamespacedName{Namespace: c.Namespace, Name: c.FleetVM}
+		fvm := findFVM(fvms, key)
+		ein, err := explain.Read(ctx, reader, fvm, do.envLabel)
+		if err != nil {
+			return fmt.Errorf("explain %s %s: %w", kindFVM, key, err)
+		}
+		ein.Now = now
+		verdicts, err := explain.Explain(ein)
+		if err != nil {
+			return fmt.Errorf("explain %s %s: %w", kindFVM, key, err)
+		}
+		in.Verdicts[key] = verdicts
+		for _, cl := range ein.Clusters {
+			if draining(cl.Taints) {
+				in.Draining[cl.Name] = true
+			}
+		}
+	}
+	if in.Draining[cluster] {
+		_, _ = fmt.Fprintf(o.out, "%s is draining already: kubectl fleetvm drain %s shows how far it got. The plan as if it started now:\n\n", cluster, cluster)
+	}
+	return writeDrainPlan(o.out, cluster, do.limits, planDrain(in))
+}
+
+func findFVM(fvms []fleetv1alpha1.FleetVirtualMachine, key types.NamespacedName) *fleetv1alpha1.FleetVirtualMachine {
+	for i := range fvms {
+		if fvms[i].Namespace == key.Namespace && fvms[i].Name == key.Name {
+			return &fvms[i]
+		}
+	}
+	return nil
 }

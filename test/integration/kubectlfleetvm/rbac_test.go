@@ -16,10 +16,11 @@ import (
 // who has these and nothing else, so the list is known to be enough; and
 // where a command must write nothing, as a user who may not write at all.
 var (
-	// readDrain: drain without a write (the taint is there already) and
-	// drain --wait.
+	// readDrain: drain without a write (the taint is there already),
+	// drain --wait, and drain --dry-run with what explain reads for it.
 	readDrain = []rbacv1.PolicyRule{
-		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters", "managedclustersets"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersetbindings", "addonplacementscores"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"fleetvm.io"}, Resources: []string{"fleetvirtualmachines", "fleetvirtualmachinemoves"}, Verbs: []string{"list"}},
 	}
 	// writeDrain: drain and undrain.

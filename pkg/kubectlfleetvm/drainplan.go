@@ -1,0 +1,129 @@
+package kubectlfleetvm
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
+	"github.com/fleetvm/fleetvm/pkg/explain"
+)
+
+// The plan drain --dry-run prints, as a pure function of what it read.
+
+// planInput is what drain --dry-run plans from.
+type planInput struct {
+	// Cluster is the cluster to drain.
+	Cluster string
+	Limits  drain.Limits
+	// FVMs are every FleetVirtualMachine, in every namespace: their copies
+	// on Cluster are planned, and every copy counts towards the load of the
+	// cluster it is on.
+	FVMs []fleetv1alpha1.FleetVirtualMachine
+	// Verdicts are pkg/explain's, per cluster, for each FleetVM with a copy
+	// on Cluster.
+	Verdicts map[types.NamespacedName][]explain.Verdict
+	// Draining are the clusters with the drain taint.
+	Draining map[string]bool
+}
+
+// planRow is one copy in the plan of a drain.
+type planRow struct {
+	Wave int
+	drain.Copy
+	// Method is how the copy would move; empty when it cannot.
+	Method fleetv1alpha1.MoveMethod
+	// To is the likely target; empty when there is none.
+	To string
+	// Reason says why the copy cannot move, or has no target.
+	Reason string
+}
+
+// planDrain plans a drain as drain.Waves does: the copies on the cluster
+// in waves within the limits, each with the method it would move by
+// (move.MethodFor with Auto) and a likely target. The target is, among the
+// clusters pkg/explain says qualify for the FleetVM (not those holding a
+// copy of it, not a cluster being drained, never the one drained), the one
+// with the fewest copies of any FleetVM, the copies planned before it
+// counted, then by name.
+func planDrain(in planInput) []planRow {
+	byKey := map[types.NamespacedName]*fleetv1alpha1.FleetVirtualMachine{}
+	load := map[string]int{}
+	for i := range in.FVMs {
+		f := &in.FVMs[i]
+		byKey[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}] = f
+		for _, c := range f.Status.Clusters {
+			load[c.Cluster]++
+		}
+	}
+	var rows []planRow
+	for w, wave := range drain.Waves(drain.CopiesOn(in.FVMs, in.Cluster), in.Limits) {
+		for _, c := range wave {
+			key := types.NamespacedName{Namespace: c.Namespace, Name: c.FleetVM}
+			fvm := byKey[key]
+			r := planRow{Wave: w + 1, Copy: c}
+			method, refused := move.MethodFor(fvm, fleetv1alpha1.MoveMethodAuto)
+			if refused != "" {
+				r.Reason = refused
+				rows = append(rows, r)
+				continue
+			}
+			r.Method = method
+			if r.To = pickTarget(fvm, in.Cluster, in.Verdicts[key], in.Draining, load); r.To == "" {
+				r.Reason = fmt.Sprintf("no other cluster qualifies (kubectl fleetvm explain %s -n %s)", c.FleetVM, c.Namespace)
+			} else {
+				load[r.To]++
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// pickTarget is the likely target of fvm's copy on from: see planDrain.
+func pickTarget(fvm *fleetv1alpha1.FleetVirtualMachine, from string, verdicts []explain.Verdict,
+	draining map[string]bool, load map[string]int) string {
+	best := ""
+	for _, v := range verdicts {
+		holds := slices.ContainsFunc(fvm.Status.Clusters, func(c fleetv1alpha1.ClusterStatus) bool { return c.Cluster == v.Cluster })
+		if v.Reason != explain.NotNeeded || holds || draining[v.Cluster] || v.Cluster == from {
+			continue
+		}
+		if best == "" || load[v.Cluster] < load[best] || (load[v.Cluster] == load[best] && v.Cluster < best) {
+			best = v.Cluster
+		}
+	}
+	return best
+}
+
+// writeDrainPlan prints the plan of a drain: a header, one row per copy,
+// and a summary.
+func writeDrainPlan(out io.Writer, cluster string, limits drain.Limits, rows []planRow) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintf(out, "Dry run, nothing changed: no FleetVirtualMachine has a copy on %s, so draining it moves nothing.\n", cluster)
+		return err
+	}
+	waves := rows[len(rows)-1].Wave
+	_, _ = fmt.Fprintf(out, "Dry run, nothing changed. Draining %s would move %d copies in %d waves "+
+		"(at most %d at a time, %d from one node).\n\n", cluster, len(rows), waves, limits.PerCluster, limits.PerNode)
+	tw := newTable(out)
+	row(tw, "WAVE", "NAMESPACE", "FLEETVM", "NODE", "METHOD", "TO", "REASON")
+	targets, stuck := 0, 0
+	for _, r := range rows {
+		row(tw, itoa(r.Wave), r.Namespace, r.FleetVM, r.Node, string(r.Method), r.To, r.Reason)
+		if r.To != "" {
+			targets++
+		} else {
+			stuck++
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "\nSummary: %d copies, %d with a target, %d cannot move\n", len(rows), targets, stuck)
+	return err
+}

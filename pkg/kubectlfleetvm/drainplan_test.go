@@ -1,0 +1,163 @@
+package kubectlfleetvm
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/explain"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
+)
+
+// pvcTemplate is a VM whose disk is a PersistentVolumeClaim: data of its
+// own, which a Restart move would lose.
+const pvcTemplate = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{
+"domain":{"cpu":{"cores":1},"memory":{"guest":"1Gi"},"devices":{}},
+"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"db-data"}}]}}}}`
+
+// placed is a FleetVM with a copy on each cluster given (node n1 on a,
+// n2 for apps/cache), the ones marked leaving too.
+func placed(ns, name string, clusters ...string) fleetv1alpha1.FleetVirtualMachine {
+	fvm := utiltesting.MakeFleetVM(ns, name).Obj()
+	for _, c := range clusters {
+		entry := fleetv1alpha1.ClusterStatus{Cluster: c, Phase: fleetv1alpha1.ClusterPhaseRunning, Ready: true}
+		if c == "b (leaving)" {
+			entry.Cluster, entry.Phase, entry.LeavingSince = "b", fleetv1alpha1.ClusterPhaseLeaving, ago(time.Minute)
+		}
+		if c == "a" {
+			entry.Node = "n1"
+			if ns == "apps" {
+				entry.Node = "n2"
+			}
+		}
+		fvm.Status.Clusters = append(fvm.Status.Clusters, entry)
+	}
+	return *fvm
+}
+
+func verdicts(reasons map[string]explain.Reason) []explain.Verdict {
+	var out []explain.Verdict
+	for c, r := range reasons {
+		out = append(out, explain.Verdict{Cluster: c, Reason: r})
+	}
+	return out
+}
+
+// TestPlanDrain: the waves keep the limits; the target is the qualifying
+// cluster with the fewest copies, the copies planned before counted, never
+// one holding a copy (a leaving one too) or one draining; a VM with data
+// of its own and one with nowhere to go say why.
+func TestPlanDrain(t *testing.T) {
+	db := placed("vms", "db", "a")
+	db.Spec.Template = &runtime.RawExtension{Raw: []byte(pvcTemplate)}
+	in := planInput{
+		Cluster: "a",
+		Limits:  drain.Limits{PerCluster: 2, PerNode: 1},
+		FVMs: []fleetv1alpha1.FleetVirtualMachine{
+			placed("vms", "web", "a", "b (leaving)"),
+			db,
+			placed("vms", "api", "a"),
+			placed("apps", "cache", "a"),
+			placed("vms", "filler", "c"),
+		},
+		Verdicts: map[types.NamespacedName][]explain.Verdict{
+			{Namespace: "vms", Name: "web"}: verdicts(map[string]explain.Reason{
+				"a": explain.Runs, "b": explain.NotNeeded, "c": explain.NotNeeded, "d": explain.NotNeeded, "e": explain.Taint}),
+			{Namespace: "vms", Name: "db"}: verdicts(map[string]explain.Reason{"a": explain.Runs, "c": explain.NotNeeded}),
+			{Namespace: "vms", Name: "api"}: verdicts(map[string]explain.Reason{
+				"a": explain.Runs, "b": explain.NoRoom, "c": explain.NotNeeded, "d": explain.NotNeeded}),
+			{Namespace: "apps", Name: "cache"}: verdicts(map[string]explain.Reason{
+				"a": explain.Runs, "b": explain.Selector, "e": explain.NotNeeded}),
+		},
+		Draining: map[string]bool{"e": true},
+	}
+	var out bytes.Buffer
+	if err := writeDrainPlan(&out, "a", in.Limits, planDrain(in)); err != nil {
+		t.Fatal(err)
+	}
+	want := `Dry run, nothing changed. Draining a would move 4 copies in 3 waves (at most 2 at a time, 1 from one node).
+
+WAVE  NAMESPACE  FLEETVM  NODE  METHOD   TO  REASON
+1     apps       cache    n2    Restart  -   no other cluster qualifies (kubectl fleetvm explain cache -n apps)
+1     vms        api      n1    Restart  d   -
+2     vms        db       n1    -        -   the VM keeps data of its own (volume data: PersistentVolumeClaim db-data): this FleetVM moves only VMs whose disks are made from images (Restart); a cold or live move of its data is not available yet
+3     vms        web      n1    Restart  c   -
+
+Summary: 4 copies, 2 with a target, 2 cannot move
+`
+	if diff := cmp.Diff(want, lines(out.String())); diff != "" {
+		t.Errorf("output (-want,+got):\n%s", diff)
+	}
+
+	out.Reset()
+	in.Cluster = "z"
+	if err := writeDrainPlan(&out, "z", in.Limits, planDrain(in)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Dry run, nothing changed: no FleetVirtualMachine has a copy on z, so draining it moves nothing.\n"; out.String() != want {
+		t.Errorf("plan of an empty cluster = %q, want %q", out.String(), want)
+	}
+}
+
+// TestMemoReader: explaining many FleetVMs of a namespace reads each
+// binding, set, member list and score once, and each gets its own copy.
+func TestMemoReader(t *testing.T) {
+	set := &clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: clusterv1beta2.ManagedClusterSetSpec{ClusterSelector: clusterv1beta2.ManagedClusterSelector{SelectorType: clusterv1beta2.ExclusiveClusterSetLabel}}}
+	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "default"},
+		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "default"}}
+	member := func(name string) *clusterv1.ManagedCluster {
+		return &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			clusterv1beta2.ClusterSetLabel: "default", "env": "prod"}}}
+	}
+	reads := 0
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(set, binding, member("a"), member("b")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				reads++
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				reads++
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+	m := newMemoReader(c)
+	var got [][]explain.Cluster
+	for _, name := range []string{"web", "api", "db"} {
+		in, err := explain.Read(t.Context(), m, utiltesting.MakeFleetVM("vms", name).Obj(), "env")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, in.Clusters)
+		if name == "api" {
+			in.Clusters[0].Labels["changed"] = "by the caller"
+		}
+	}
+	// binding, set, member list, two scores (NotFound, remembered too)
+	if reads != 5 {
+		t.Errorf("reads = %d, want 5: one per distinct object or list", reads)
+	}
+	if diff := cmp.Diff(got[0], got[2]); diff != "" {
+		t.Errorf("a later read differs (-first,+third):\n%s", diff)
+	}
+	if _, ok := got[2][0].Labels["changed"]; ok {
+		t.Error("a change to what one caller read shows in what the next one reads")
+	}
+	if len(got[2]) != 2 {
+		t.Errorf("clusters read = %d, want 2", len(got[2]))
+	}
+}
