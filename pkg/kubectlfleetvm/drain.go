@@ -42,13 +42,14 @@ FleetVirtualMachineMove (labelled fleetvm.io/drain=CLUSTER), a few at a time,
 and places no new copy on it. Other Placements keep what they selected there.
 
 drain prints one row per copy still on the cluster and per move of the drain,
-and a summary. With --wait it prints them again whenever they change, until no
-copy is left and no move runs (at most --timeout; the drain goes on after).
-undrain takes the taint off.
+and a summary. With --wait it prints them again whenever they change, until the
+drain ends: no move runs or waits to start, and no copy is left but those whose
+move failed, which the hub does not try again (then it exits non-zero). It
+waits at most --timeout; the drain goes on after. undrain takes the taint off.
 
 --dry-run writes nothing and prints the plan: the copies in waves within the
-limits (--per-cluster, --per-node: give the hub's drain limits if they are not
-its defaults), each with the method it would move by and the cluster it would
+limits (--per-cluster, --per-node: give fleetvm-hub's --drain-moves-per-cluster
+and --drain-moves-per-node if it does not run with the defaults), each with the method it would move by and the cluster it would
 likely go to (the qualifying cluster, by kubectl fleetvm explain, with the
 fewest copies), or why it cannot move.`,
 		Example: `  kubectl fleetvm drain prod-a --dry-run
@@ -70,8 +71,8 @@ fewest copies), or why it cannot move.`,
 	cmd.Flags().BoolVar(&do.dryRun, "dry-run", false, "Write nothing; print which copies would move in which wave, how, and likely where.")
 	cmd.Flags().BoolVar(&do.wait, "wait", false, "Follow the drain until no copy is left on the cluster and no move runs.")
 	cmd.Flags().DurationVar(&do.timeout, "timeout", do.timeout, "How long --wait follows the drain.")
-	cmd.Flags().IntVar(&do.limits.PerCluster, "per-cluster", do.limits.PerCluster, "With --dry-run: how many moves off the cluster run at once (the hub's setting).")
-	cmd.Flags().IntVar(&do.limits.PerNode, "per-node", do.limits.PerNode, "With --dry-run: how many moves leave one node at once (the hub's setting).")
+	cmd.Flags().IntVar(&do.limits.PerCluster, "per-cluster", do.limits.PerCluster, "With --dry-run: how many moves off the cluster run at once (fleetvm-hub's --drain-moves-per-cluster).")
+	cmd.Flags().IntVar(&do.limits.PerNode, "per-node", do.limits.PerNode, "With --dry-run: how many moves leave one node at once (fleetvm-hub's --drain-moves-per-node).")
 	cmd.Flags().StringVar(&do.envLabel, "environment-label", do.envLabel, "With --dry-run: the cluster label that holds the environment (the hub's --environment-label).")
 	return cmd
 }
@@ -96,8 +97,9 @@ func newUndrainCommand(o *options) *cobra.Command {
 		Short: "Take the drain taint off a managed cluster: no new move starts, new copies may land on it",
 		Long: `undrain removes the taint fleetvm.io/drain from the ManagedCluster, keeping its
 other taints; it writes nothing when the taint is not there. The hub starts no
-new move off the cluster; moves already running finish (or roll back) as they
-would, so copies already moved stay where they went.`,
+new move off the cluster: the drain's moves not started yet are deleted, those
+under way finish (or roll back) as they would, and copies already moved stay
+where they went.`,
 		Example: `  kubectl fleetvm undrain prod-a`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,15 +125,15 @@ func (o *options) drain(ctx context.Context, cluster string, do *drainOptions) e
 		_, _ = fmt.Fprintf(o.out, "%s is draining already (taint %s)\n\n", ref, fleetv1alpha1.DrainTaintKey)
 	}
 	if !do.wait {
-		copies, rows, counts, err := o.readDrain(ctx, cluster)
+		rows, counts, err := o.readDrain(ctx, cluster)
 		if err != nil {
 			return err
 		}
 		if err := writeDrainProgress(o.out, cluster, rows, counts); err != nil {
 			return err
 		}
-		if drainDone(copies, counts) {
-			_, _ = fmt.Fprintf(o.out, "%s is drained. kubectl fleetvm undrain %s lets copies be placed on it again.\n", cluster, cluster)
+		if counts.ended() {
+			_, _ = fmt.Fprintf(o.out, "\n%s\n", drainOutcome(cluster, counts))
 		}
 		return nil
 	}
@@ -139,7 +141,8 @@ func (o *options) drain(ctx context.Context, cluster string, do *drainOptions) e
 }
 
 // followDrain prints the drain's progress whenever it changes, until it
-// is done or timeout passes.
+// ends or timeout passes. A drain that ends with copies left (their moves
+// failed) is an error.
 func (o *options) followDrain(ctx context.Context, cluster string, timeout time.Duration) error {
 	var (
 		shown  string
@@ -147,7 +150,7 @@ func (o *options) followDrain(ctx context.Context, cluster string, timeout time.
 		last   error
 	)
 	err := wait.PollUntilContextTimeout(ctx, o.pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		copies, rows, c, err := o.readDrain(ctx, cluster)
+		rows, c, err := o.readDrain(ctx, cluster)
 		if err != nil {
 			if !ending(ctx) {
 				last = err
@@ -166,13 +169,14 @@ func (o *options) followDrain(ctx context.Context, cluster string, timeout time.
 			_, _ = fmt.Fprint(o.out, now)
 			shown = now
 		}
-		return drainDone(copies, counts), nil
+		return counts.ended(), nil
 	})
 	switch {
-	case err == nil:
-		_, _ = fmt.Fprintf(o.out, "\n%s is drained: no FleetVM copy left on it, no move running. "+
-			"kubectl fleetvm undrain %s lets copies be placed on it again.\n", cluster, cluster)
+	case err == nil && counts.drained():
+		_, _ = fmt.Fprintf(o.out, "\n%s\n", drainOutcome(cluster, counts))
 		return nil
+	case err == nil:
+		return errors.New(drainOutcome(cluster, counts))
 	case !wait.Interrupted(err):
 		return err
 	}
@@ -190,18 +194,17 @@ func (o *options) followDrain(ctx context.Context, cluster string, timeout time.
 
 // readDrain reads the copies on the cluster (of every FleetVM, in every
 // namespace) and the drain's moves, and lays out the progress.
-func (o *options) readDrain(ctx context.Context, cluster string) ([]drain.Copy, []drainRow, drainCounts, error) {
+func (o *options) readDrain(ctx context.Context, cluster string) ([]drainRow, drainCounts, error) {
 	fvms, err := o.allFVMs(ctx)
 	if err != nil {
-		return nil, nil, drainCounts{}, err
+		return nil, drainCounts{}, err
 	}
 	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
 	if err := o.client.List(ctx, moves, client.MatchingLabels{fleetv1alpha1.LabelDrain: cluster}); err != nil {
-		return nil, nil, drainCounts{}, explainError(err, kindMove, "", "")
+		return nil, drainCounts{}, explainError(err, kindMove, "", "")
 	}
-	copies := drain.CopiesOn(fvms, cluster)
-	rows, counts := drainProgress(copies, moves.Items)
-	return copies, rows, counts, nil
+	rows, counts := drainProgress(drain.CopiesOn(fvms, cluster), moves.Items)
+	return rows, counts, nil
 }
 
 func (o *options) allFVMs(ctx context.Context) ([]fleetv1alpha1.FleetVirtualMachine, error) {
@@ -223,8 +226,8 @@ func (o *options) undrain(ctx context.Context, cluster string) error {
 		_, _ = fmt.Fprintf(o.out, "%s is not draining (no taint %s): nothing to do\n", ref, fleetv1alpha1.DrainTaintKey)
 		return nil
 	}
-	_, _ = fmt.Fprintf(o.out, "%s undrained: taint %s removed. No new move starts; moves already running finish "+
-		"(kubectl get fleetvirtualmachinemoves -A -l %s=%s), and new copies may be placed on it again.\n",
+	_, _ = fmt.Fprintf(o.out, "%s undrained: taint %s removed. The hub starts no new move: moves not started yet are deleted, "+
+		"moves under way finish (kubectl get fleetvirtualmachinemoves -A -l %s=%s), and new copies may be placed on it again.\n",
 		ref, fleetv1alpha1.DrainTaintKey, fleetv1alpha1.LabelDrain, cluster)
 	return nil
 }

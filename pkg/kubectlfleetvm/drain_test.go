@@ -107,19 +107,16 @@ func TestDrainProgress(t *testing.T) {
 	moves := []fleetv1alpha1.FleetVirtualMachineMove{
 		mv("vms", "web", time.Minute, auto, fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MovePreparing,
 			Method: fleetv1alpha1.MoveMethodRestart, To: "prod-c", Message: "creating the VM\tstopped on prod-c"}),
-		mv("vms", "old", time.Hour, auto, fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveSucceeded,
-			Method: fleetv1alpha1.MoveMethodRestart, To: "prod-b", Message: "ready on prod-b"}),
+		withNode(mv("vms", "old", time.Hour, auto, fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveSucceeded,
+			Method: fleetv1alpha1.MoveMethodRestart, To: "prod-b", Message: "ready on prod-b"}), "n3"),
 		mv("vms", "db", 2*time.Minute, auto, fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveFailed,
 			Message: "the VM keeps data of its own"}),
 		mv("apps", "cache", 0, fleetv1alpha1.FleetVirtualMachineMoveSpec{Method: fleetv1alpha1.MoveMethodRestart, To: "prod-d"},
 			fleetv1alpha1.FleetVirtualMachineMoveStatus{}),
 	}
 	rows, counts := drainProgress(copies, moves)
-	if diff := cmp.Diff(drainCounts{Moved: 1, Moving: 2, Waiting: 1, Failed: 1}, counts); diff != "" {
+	if diff := cmp.Diff(drainCounts{Moved: 1, Moving: 2, Waiting: 1, Failed: 1, Left: 4, Stuck: 1}, counts); diff != "" {
 		t.Errorf("counts (-want,+got):\n%s", diff)
-	}
-	if drainDone(copies, counts) {
-		t.Error("drainDone with copies left and moves running")
 	}
 	var out bytes.Buffer
 	if err := writeDrainProgress(&out, "prod-a", rows, counts); err != nil {
@@ -129,7 +126,7 @@ func TestDrainProgress(t *testing.T) {
 apps       cache    n2    prod-d  Restart  -          -
 vms        api      n1    -       -        Waiting    no move yet: the hub starts a few at a time
 vms        db       n1    -       Auto     Failed     the VM keeps data of its own
-vms        old      -     prod-b  Restart  Succeeded  ready on prod-b
+vms        old      n3    prod-b  Restart  Succeeded  ready on prod-b
 vms        web      n1    prod-c  Restart  Preparing  creating the VM stopped on prod-c
 
 Summary: moved 1, moving 2, waiting 1, failed 1
@@ -138,19 +135,41 @@ Summary: moved 1, moving 2, waiting 1, failed 1
 		t.Errorf("output (-want,+got):\n%s", diff)
 	}
 
+	failed := moves[2]
+	succeeded := mv("vms", "db", 0, auto, fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveSucceeded})
+	db := copies[2:3]
 	for name, tc := range map[string]struct {
-		copies []drain.Copy
-		counts drainCounts
-		want   bool
+		copies               []drain.Copy
+		moves                []fleetv1alpha1.FleetVirtualMachineMove
+		wantEnded, wantDrain bool
+		wantOutcome          string
 	}{
-		"nothing left, a move failed":     {counts: drainCounts{Moved: 3, Failed: 1}, want: true},
-		"nothing left but a move running": {counts: drainCounts{Moved: 3, Moving: 1}},
-		"a copy left, nothing running":    {copies: copies[:1], counts: drainCounts{Failed: 1}},
+		"all moved": {moves: []fleetv1alpha1.FleetVirtualMachineMove{succeeded}, wantEnded: true, wantDrain: true,
+			wantOutcome: "prod-a is drained: no FleetVM copy left on it, no move running. kubectl fleetvm undrain prod-a lets copies be placed on it again."},
+		"nothing was ever on it":  {wantEnded: true, wantDrain: true},
+		"a move runs":             {moves: moves[:1]},
+		"a copy with no move yet": {copies: db},
+		"a copy left whose move failed: the hub does not try again": {copies: db, moves: []fleetv1alpha1.FleetVirtualMachineMove{failed}, wantEnded: true,
+			wantOutcome: "the drain of prod-a ended with 1 copy still on it whose moves failed (see MESSAGE): the hub does not try them again; " +
+				"kubectl fleetvm undrain prod-a, then drain it again, tries them again"},
+		"a copy left whose move succeeded: its status is behind": {copies: db, moves: []fleetv1alpha1.FleetVirtualMachineMove{succeeded}},
+		"a move failed, a later one succeeded":                   {moves: []fleetv1alpha1.FleetVirtualMachineMove{failed, succeeded}, wantEnded: true, wantDrain: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := drainDone(tc.copies, tc.counts); got != tc.want {
-				t.Errorf("drainDone = %v, want %v", got, tc.want)
+			_, counts := drainProgress(tc.copies, tc.moves)
+			if counts.ended() != tc.wantEnded || counts.drained() != tc.wantDrain {
+				t.Errorf("ended %v, drained %v; want %v, %v (counts %+v)", counts.ended(), counts.drained(), tc.wantEnded, tc.wantDrain, counts)
+			}
+			if tc.wantOutcome != "" {
+				if got := drainOutcome("prod-a", counts); got != tc.wantOutcome {
+					t.Errorf("outcome = %q, want %q", got, tc.wantOutcome)
+				}
 			}
 		})
 	}
+}
+
+func withNode(m fleetv1alpha1.FleetVirtualMachineMove, node string) fleetv1alpha1.FleetVirtualMachineMove {
+	m.Annotations = map[string]string{drain.AnnotationNode: node}
+	return m
 }

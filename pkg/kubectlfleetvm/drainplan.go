@@ -108,8 +108,9 @@ func writeDrainPlan(out io.Writer, cluster string, limits drain.Limits, rows []p
 		return err
 	}
 	waves := rows[len(rows)-1].Wave
-	_, _ = fmt.Fprintf(out, "Dry run, nothing changed. Draining %s would move %d copies in %d waves "+
-		"(at most %d at a time, %d from one node).\n\n", cluster, len(rows), waves, limits.PerCluster, limits.PerNode)
+	_, _ = fmt.Fprintf(out, "Dry run, nothing changed. Draining %s would move %s in %s "+
+		"(at most %d at a time, %d from one node).\n\n", cluster, counted(len(rows), "copy", "copies"), counted(waves, "wave", "waves"),
+		limits.PerCluster, limits.PerNode)
 	tw := newTable(out)
 	row(tw, "WAVE", "NAMESPACE", "FLEETVM", "NODE", "METHOD", "TO", "REASON")
 	targets, stuck := 0, 0
@@ -124,6 +125,6 @@ func writeDrainPlan(out io.Writer, cluster string, limits drain.Limits, rows []p
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(out, "\nSummary: %d copies, %d with a target, %d cannot move\n", len(rows), targets, stuck)
+	_, err := fmt.Fprintf(out, "\nSummary: %s, %d with a target, %d cannot move\n", counted(len(rows), "copy", "copies"), targets, stuck)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 )
 
 // This file holds what drain and undrain decide and print, as pure
@@ -62,45 +63,42 @@ func taintsPatch(taints []clusterv1.Taint, resourceVersion string) ([]byte, erro
 	return b, nil
 }
 
-// drainState is where one copy of a drain stands, for the summary.
-type drainState int
-
-const (
-	stateWaiting drainState = iota
-	stateMoving
-	stateMoved
-	stateFailed
-)
-
 // drainRow is one line of a drain's progress: a copy still on the cluster
 // with no move yet, or a move the drain made.
 type drainRow struct {
 	Namespace, FleetVM, Node, To, Method, Phase, Message string
-	state                                                drainState
 }
 
 // drainCounts is the summary of a drain's progress.
 type drainCounts struct {
 	Moved, Moving, Waiting, Failed int
+	// Left are the copies still on the cluster; Stuck, those of them
+	// whose last move failed: the hub does not try them again.
+	Left, Stuck int
 }
 
-// done tells whether a drain has ended: no copy left on the cluster and
-// no move running.
-func drainDone(copies []drain.Copy, counts drainCounts) bool {
-	return len(copies) == 0 && counts.Moving == 0
+// ended tells whether the hub has nothing more to do for the drain: no
+// move runs, none is still to start, and every copy left on the cluster
+// is one whose move failed.
+func (c drainCounts) ended() bool {
+	return c.Waiting == 0 && c.Moving == 0 && c.Left == c.Stuck
 }
+
+// drained tells whether the drain ended with no copy left.
+func (c drainCounts) drained() bool { return c.ended() && c.Left == 0 }
 
 // drainProgress lists a drain's moves (those labelled with the cluster)
 // and the copies on the cluster that no move is for yet, sorted by
-// namespace and FleetVM, with the counts per state.
+// namespace and FleetVM, with the counts per state. A move whose copy has
+// left shows the node the hub noted when it started it.
 func drainProgress(copies []drain.Copy, moves []fleetv1alpha1.FleetVirtualMachineMove) ([]drainRow, drainCounts) {
 	node := map[types.NamespacedName]string{}
 	for _, c := range copies {
 		node[types.NamespacedName{Namespace: c.Namespace, Name: c.FleetVM}] = c.Node
 	}
 	var rows []drainRow
-	var counts drainCounts
-	moved := map[types.NamespacedName]bool{}
+	counts := drainCounts{Left: len(copies)}
+	last := map[types.NamespacedName]fleetv1alpha1.MovePhase{}
 	sorted := slices.Clone(moves)
 	slices.SortFunc(sorted, func(a, b fleetv1alpha1.FleetVirtualMachineMove) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
@@ -108,37 +106,50 @@ func drainProgress(copies []drain.Copy, moves []fleetv1alpha1.FleetVirtualMachin
 	for i := range sorted {
 		m := &sorted[i]
 		key := types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}
-		moved[key] = true
+		last[key] = m.Status.Phase
 		r := drainRow{
 			Namespace: m.Namespace, FleetVM: m.Spec.FleetVirtualMachine, Node: node[key],
 			To: moveTarget(m), Method: moveMethod(m), Phase: string(m.Status.Phase), Message: m.Status.Message,
 		}
-		switch m.Status.Phase {
-		case fleetv1alpha1.MoveSucceeded:
-			r.state = stateMoved
-			counts.Moved++
-		case fleetv1alpha1.MoveFailed:
-			r.state = stateFailed
+		if r.Node == "" {
+			r.Node = m.Annotations[drain.AnnotationNode]
+		}
+		switch {
+		case move.Active(m):
+			counts.Moving++
+		case m.Status.Phase == fleetv1alpha1.MoveFailed:
 			counts.Failed++
 		default:
-			r.state = stateMoving
-			counts.Moving++
+			counts.Moved++
 		}
 		rows = append(rows, r)
 	}
 	for _, c := range copies {
-		if moved[types.NamespacedName{Namespace: c.Namespace, Name: c.FleetVM}] {
-			continue
+		phase, ok := last[types.NamespacedName{Namespace: c.Namespace, Name: c.FleetVM}]
+		switch {
+		case !ok:
+			rows = append(rows, drainRow{Namespace: c.Namespace, FleetVM: c.FleetVM, Node: c.Node, Phase: "Waiting",
+				Message: "no move yet: the hub starts a few at a time"})
+			counts.Waiting++
+		case phase == fleetv1alpha1.MoveFailed:
+			counts.Stuck++
 		}
-		rows = append(rows, drainRow{Namespace: c.Namespace, FleetVM: c.FleetVM, Node: c.Node, Phase: "Waiting",
-			Message: "no move yet: the hub starts a few at a time", state: stateWaiting})
-		counts.Waiting++
 	}
 	// Stable: a FleetVM's moves stay in the order they were made.
 	slices.SortStableFunc(rows, func(a, b drainRow) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.FleetVM, b.FleetVM))
 	})
 	return rows, counts
+}
+
+// drainOutcome says how a drain that ended, ended.
+func drainOutcome(cluster string, counts drainCounts) string {
+	if counts.drained() {
+		return fmt.Sprintf("%s is drained: no FleetVM copy left on it, no move running. "+
+			"kubectl fleetvm undrain %s lets copies be placed on it again.", cluster, cluster)
+	}
+	return fmt.Sprintf("the drain of %s ended with %s still on it whose moves failed (see MESSAGE): the hub does not "+
+		"try them again; kubectl fleetvm undrain %s, then drain it again, tries them again", cluster, counted(counts.Left, "copy", "copies"), cluster)
 }
 
 // writeDrainProgress prints the rows and the summary of a drain.

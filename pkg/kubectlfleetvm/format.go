@@ -58,3 +58,11 @@ func age(now time.Time, t *metav1.Time) string {
 func join(items []string) string { return strings.Join(items, ",") }
 
 func itoa[T ~int32 | ~int64 | ~int](n T) string { return fmt.Sprint(n) }
+
+// counted is "1 copy", "2 copies".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -61,7 +61,8 @@ func taintStrings(taints []clusterv1.Taint) []string {
 
 // TestDrainUndrain: drain adds the taint once, keeping the others, and
 // prints the copies and the drain's moves; with --wait it follows them to
-// the end; undrain takes the taint off, once.
+// the end, an error when a copy could not move; undrain takes the taint
+// off, once.
 func TestDrainUndrain(t *testing.T) {
 	registerClusters(t, "maint", "maint-a", "maint-b")
 	other := clusterv1.Taint{Key: "example.com/maintenance-window", Value: "sunday", Effect: clusterv1.TaintEffectPreferNoSelect,
@@ -120,8 +121,9 @@ Summary: moved 0, moving 1, waiting 1, failed 0
 		t.Errorf("a second drain wrote the cluster: resourceVersion %s, want %s", rv, drained.ResourceVersion)
 	}
 
-	// --wait follows the drain while the test plays the hub: web moves,
-	// then api, and the cluster is empty.
+	// --wait follows the drain while the test plays the hub: web moves;
+	// api's move fails, and its copy stays. The hub does not try a failed
+	// move again, so the drain has ended, with a copy left: an error.
 	w := start(t.Context(), now, "drain", "maint-a", "--wait", "--timeout", "1m", "--as", "watcher")
 	w.wrote(t, "Summary: moved 0, moving 1, waiting 1, failed 0")
 	mv.Status.Phase, mv.Status.Message = fleetv1alpha1.MoveSucceeded, "ready on maint-b"
@@ -130,18 +132,36 @@ Summary: moved 0, moving 1, waiting 1, failed 0
 	}
 	placeOn(t, ns, "web", copyOn("maint-b", "node-1"))
 	w.wrote(t, "Summary: moved 1, moving 0, waiting 1, failed 0")
-	placeOn(t, ns, "api", copyOn("maint-b", "node-2"))
-	w.wait(t)
-	if w.err != nil {
-		t.Fatalf("drain --wait: %v\n%s", w.err, w.errOut)
+	failed := &fleetv1alpha1.FleetVirtualMachineMove{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "maint-a.api", Labels: map[string]string{fleetv1alpha1.LabelDrain: "maint-a"}},
+		Spec:       fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "api", From: "maint-a"},
 	}
-	if want := "maint-a is drained: no FleetVM copy left on it, no move running."; !strings.Contains(w.out.String(), want) {
+	create(t, failed)
+	failed.Status = fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveFailed, Message: "no cluster qualifies: the VM stays on maint-a"}
+	if err := fleet.Hub.Client.Status().Update(t.Context(), failed); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t)
+	wantErr := "the drain of maint-a ended with 1 copy still on it whose moves failed (see MESSAGE): the hub does not try them again; " +
+		"kubectl fleetvm undrain maint-a, then drain it again, tries them again"
+	if w.err == nil || w.err.Error() != wantErr {
+		t.Errorf("drain --wait: error %v, want %q", w.err, wantErr)
+	}
+	if want := "Summary: moved 1, moving 0, waiting 0, failed 1\n"; !strings.HasSuffix(w.out.String(), want) {
 		t.Errorf("drain --wait printed:\n%s\nwant it to end with %q", w.out, want)
 	}
 
+	// Once api is off the cluster too, drain says the cluster is drained.
+	placeOn(t, ns, "api", copyOn("maint-b", "node-2"))
+	r = kubectl(t, now, "drain", "maint-a", "--as", "watcher")
+	if want := "maint-a is drained: no FleetVM copy left on it, no move running. kubectl fleetvm undrain maint-a lets copies be placed on it again.\n"; r.err != nil || !strings.HasSuffix(r.out, want) {
+		t.Errorf("drain of an empty cluster: err %v, printed:\n%s\nwant it to end with %q", r.err, r.out, want)
+	}
+
 	r = kubectl(t, now, "undrain", "maint-a", "--as", "drainer")
-	if want := "managedcluster.cluster.open-cluster-management.io/maint-a undrained: taint fleetvm.io/drain removed. No new move starts; " +
-		"moves already running finish (kubectl get fleetvirtualmachinemoves -A -l fleetvm.io/drain=maint-a), and new copies may be placed on it again.\n"; r.err != nil || r.out != want {
+	if want := "managedcluster.cluster.open-cluster-management.io/maint-a undrained: taint fleetvm.io/drain removed. The hub starts no new move: " +
+		"moves not started yet are deleted, moves under way finish (kubectl get fleetvirtualmachinemoves -A -l fleetvm.io/drain=maint-a), " +
+		"and new copies may be placed on it again.\n"; r.err != nil || r.out != want {
 		t.Errorf("undrain: err %v, printed %q, want %q", r.err, r.out, want)
 	}
 	undrained := cluster(t, "maint-a")
