@@ -114,7 +114,7 @@ where they went.`,
 // drain puts the taint on, prints the progress and, with --wait, follows it.
 func (o *options) drain(ctx context.Context, cluster string, do *drainOptions) error {
 	ref := "managedcluster.cluster.open-cluster-management.io/" + cluster
-	_, changed, err := o.setDrainTaint(ctx, cluster, true)
+	changed, err := o.setDrainTaint(ctx, cluster, true)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,10 @@ func (o *options) followDrain(ctx context.Context, cluster string, timeout time.
 	)
 	err := wait.PollUntilContextTimeout(ctx, o.pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		rows, c, err := o.readDrain(ctx, cluster)
-		if err != nil {
+		switch {
+		case err != nil && lasting(err):
+			return false, err
+		case err != nil:
 			if !ending(ctx) {
 				last = err
 			}
@@ -218,7 +221,7 @@ func (o *options) allFVMs(ctx context.Context) ([]fleetv1alpha1.FleetVirtualMach
 // undrain takes the taint off.
 func (o *options) undrain(ctx context.Context, cluster string) error {
 	ref := "managedcluster.cluster.open-cluster-management.io/" + cluster
-	_, changed, err := o.setDrainTaint(ctx, cluster, false)
+	changed, err := o.setDrainTaint(ctx, cluster, false)
 	if err != nil {
 		return err
 	}
@@ -236,7 +239,7 @@ func (o *options) undrain(ctx context.Context, cluster string) error {
 // keeping every other taint: a merge patch of spec.taints carrying the
 // resourceVersion it read, read again and retried on conflict. It writes
 // nothing when the taint is already as asked, and says whether it wrote.
-func (o *options) setDrainTaint(ctx context.Context, name string, on bool) (*clusterv1.ManagedCluster, bool, error) {
+func (o *options) setDrainTaint(ctx context.Context, name string, on bool) (bool, error) {
 	mc := &clusterv1.ManagedCluster{}
 	changed := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -258,9 +261,16 @@ func (o *options) setDrainTaint(ctx context.Context, name string, on bool) (*clu
 		if !on {
 			verb = "remove the taint " + fleetv1alpha1.DrainTaintKey + " from"
 		}
-		return nil, false, fmt.Errorf("%s %s %s: %w", verb, kindCluster, name, err)
+		return false, fmt.Errorf("%s %s %s: %w", verb, kindCluster, name, err)
 	}
-	return mc, changed, nil
+	return changed, nil
+}
+
+// lasting tells an error that reading again will not cure: no right to
+// read, or no such API. A wait stops at it instead of running out its
+// timeout.
+func lasting(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || meta.IsNoMatchError(err) || isCRDMissing(err)
 }
 
 // clusterError turns API errors about a ManagedCluster into messages that

@@ -2,11 +2,15 @@ package kubectlfleetvm
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -172,4 +176,25 @@ Summary: moved 1, moving 2, waiting 1, failed 1
 func withNode(m fleetv1alpha1.FleetVirtualMachineMove, node string) fleetv1alpha1.FleetVirtualMachineMove {
 	m.Annotations = map[string]string{drain.AnnotationNode: node}
 	return m
+}
+
+// TestLasting: drain --wait stops at an error reading again cannot cure,
+// and reads again after one that may pass.
+func TestLasting(t *testing.T) {
+	gr := schema.GroupResource{Group: "fleetvm.io", Resource: "fleetvirtualmachinemoves"}
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"forbidden, as the plugin words it": {explainError(apierrors.NewForbidden(gr, "", errors.New("no list")), kindMove, "", ""), true},
+		"the API is not installed":          {&meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "fleetvm.io", Kind: kindMove}}, true},
+		"the server is busy":                {apierrors.NewServerTimeout(gr, "list", 1), false},
+		"the connection dropped":            {errors.New("connection reset by peer"), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := lasting(tc.err); got != tc.want {
+				t.Errorf("lasting(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
 }
