@@ -99,8 +99,7 @@ func TestCheckMove(t *testing.T) {
 		"--to holds a copy, even one leaving": {fvm: fvm, mo: moveOptions{from: "prod-a", to: "prod-b", method: "Auto"},
 			want: "--to prod-b: FleetVirtualMachine vms/web already has a copy there: a move goes to a cluster without one"},
 		"a VM from git must name its method": {fvm: fromGit, mo: moveOptions{from: "prod-a", method: "Auto"},
-			want: "--method Auto: vms/web cannot move: spec.method must be Restart for a VM from git: the hub cannot read its disks, " +
-				"so it cannot choose; Restart starts the VM on the target from its definition, without the data of its own disks"},
+			want: "--method Auto: vms/web cannot move: spec.method must be Restart for a VM from git: the hub cannot read its disks to choose"},
 		"a VM from git with Restart": {fvm: fromGit, mo: moveOptions{from: "prod-a", method: "Restart"}},
 	} {
 		t.Run(name, func(t *testing.T) {

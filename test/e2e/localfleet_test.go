@@ -151,7 +151,7 @@ func TestExamples(t *testing.T) {
 		}
 	}
 	want := map[string]int{ // clusters per example, as examples/README.md says
-		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 2,
+		"example-rhel9": 2, "example-windows10": 1, "example-server2019": 2, "example-fedora": 1,
 	}
 	got := ExamplesSpec(t, ExamplesInput{Hub: fleet.Hub.Client, Examples: examples, Clusters: want, Timeout: timeout})
 
@@ -169,7 +169,7 @@ func TestExamples(t *testing.T) {
 		if n := len(fvm.Status.Clusters); n != want[fvm.Name] {
 			t.Errorf("%s on %d clusters, want %d", fvm.Name, n, want[fvm.Name])
 		}
-		if fvm.Name == "example-rhel9" {
+		if fvm.Name == "example-rhel9" || fvm.Name == "example-fedora" {
 			continue
 		}
 		for _, c := range fvm.Status.Clusters {

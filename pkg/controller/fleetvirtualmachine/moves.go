@@ -125,6 +125,13 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 		if move.Active(m) {
 			s.moves = append(s.moves, stepped{move: m, out: out})
 		}
+		// A target new to the FleetVirtualMachine is read as any of its
+		// clusters: its labels (the environment it is placed for) and sets.
+		if t := out.Target; t != "" {
+			if _, ok := s.obs.Facts[t]; !ok {
+				s.fail(r.readFacts(ctx, s.obs, t))
+			}
+		}
 	}
 	return true
 }

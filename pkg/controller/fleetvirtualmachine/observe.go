@@ -127,27 +127,36 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		facts := placement.ClusterFacts{}
-		mc := &clusterv1.ManagedCluster{}
-		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			facts.Err = fmt.Errorf("get ManagedCluster %s: %w", name, err)
-			errs = append(errs, facts.Err)
-		default:
-			facts.Cluster = mc
+		if err := r.readFacts(ctx, obs, name); err != nil {
+			errs = append(errs, err)
 		}
-		if obs.SetsErr != nil {
-			facts.Err = obs.SetsErr
-		}
-		obs.Facts[name] = facts
 		// A report counts only in the namespace of a cluster that exists:
 		// that cluster's agent is the only one allowed to write there.
-		if vm, ok := reported[name]; ok && facts.Cluster != nil {
+		if vm, ok := reported[name]; ok && obs.Facts[name].Cluster != nil {
 			obs.Reports[name] = vm
 		}
 	}
 	return obs, errors.Join(errs...)
+}
+
+// readFacts reads what the decision and the status need of one cluster.
+func (r *Reconciler) readFacts(ctx context.Context, obs *observation, name string) error {
+	facts := placement.ClusterFacts{}
+	mc := &clusterv1.ManagedCluster{}
+	var err error
+	switch getErr := r.Client.Get(ctx, types.NamespacedName{Name: name}, mc); {
+	case apierrors.IsNotFound(getErr):
+	case getErr != nil:
+		facts.Err = fmt.Errorf("get ManagedCluster %s: %w", name, getErr)
+		err = facts.Err
+	default:
+		facts.Cluster = mc
+	}
+	if obs.SetsErr != nil {
+		facts.Err = obs.SetsErr
+	}
+	obs.Facts[name] = facts
+	return err
 }
 
 // reportedCopies reads, by cluster, every copy of the FleetVirtualMachine's

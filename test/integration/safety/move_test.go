@@ -215,7 +215,10 @@ func TestMoveRestartMakeBeforeBreak(t *testing.T) {
 	if to == from || !slices.Contains(spokes, to) {
 		t.Fatalf("moved to %q from %s", to, from)
 	}
-	waitFVM(t, key, "running on "+to+" only", runningOn(to))
+	got := waitFVM(t, key, "running on "+to+" only", runningOn(to))
+	if env := got.Status.Clusters[0].Environment; env != "prod" {
+		t.Errorf("%s's status entry has environment %q, want its label's prod", to, env)
+	}
 	vm := vmclaim.Identity(fvm)
 	if vmOn(t, from, vm) || !vmOn(t, to, vm) {
 		t.Fatalf("VM on %s: %v, on %s: %v; want only on %s", from, vmOn(t, from, vm), to, vmOn(t, to, vm), to)

@@ -22,16 +22,14 @@ func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveM
 		if asked == fleetv1alpha1.MoveMethodRestart {
 			return fleetv1alpha1.MoveMethodRestart, ""
 		}
-		return "", "spec.method must be Restart for a VM from git: the hub cannot read its disks, so it cannot choose; " +
-			"Restart starts the VM on the target from its definition, without the data of its own disks"
+		return "", "spec.method must be Restart for a VM from git: the hub cannot read its disks to choose"
 	}
 	var vm kubevirtv1.VirtualMachine
 	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
 		return "", "spec.template does not decode: " + err.Error()
 	}
 	if own := OwnData(&vm, fvm.Spec.DiskImages); own != "" {
-		return "", "the VM keeps data of its own (" + own + "): this FleetVM moves only VMs whose disks are made from images " +
-			"(Restart); a cold or live move of its data is not available yet"
+		return "", "the VM keeps data of its own (" + own + "); moving data (cold or live) is not built yet"
 	}
 	return fleetv1alpha1.MoveMethodRestart, ""
 }
@@ -57,7 +55,7 @@ func OwnData(vm *kubevirtv1.VirtualMachine, images []fleetv1alpha1.DiskImageRefe
 		s := v.VolumeSource
 		switch {
 		case s.DataVolume != nil && !fromImage[s.DataVolume.Name]:
-			return fmt.Sprintf("volume %s: DataVolume %s is not a FleetDiskImage of spec.diskImages", v.Name, s.DataVolume.Name)
+			return fmt.Sprintf("volume %s: DataVolume %s, not from a FleetDiskImage of spec.diskImages", v.Name, s.DataVolume.Name)
 		case s.PersistentVolumeClaim != nil:
 			return fmt.Sprintf("volume %s: PersistentVolumeClaim %s", v.Name, s.PersistentVolumeClaim.ClaimName)
 		case s.HostDisk != nil:

@@ -248,7 +248,7 @@ func TestMethodFor(t *testing.T) {
 	}{
 		{name: "container disk", fvm: fvm(containerDisk), want: fleetv1alpha1.MoveMethodRestart},
 		{name: "FleetDiskImage", fvm: fvm(fromImage, "rhel9"), want: fleetv1alpha1.MoveMethodRestart},
-		{name: "DataSource not a listed image", fvm: fvm(fromImage), refuse: "volume root: DataVolume root is not a FleetDiskImage"},
+		{name: "DataSource not a listed image", fvm: fvm(fromImage), refuse: "volume root: DataVolume root, not from a FleetDiskImage"},
 		{name: "PVC", fvm: fvm(ownDisk), asked: fleetv1alpha1.MoveMethodRestart, refuse: "volume data: PersistentVolumeClaim db"},
 		{name: "git, Auto", fvm: &fleetv1alpha1.FleetVirtualMachine{}, refuse: "spec.method must be Restart for a VM from git"},
 		{name: "git, Restart", fvm: &fleetv1alpha1.FleetVirtualMachine{}, asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodRestart},
