@@ -20,9 +20,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetvm/fleetvm/pkg/addon"
+	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -536,6 +538,19 @@ func TestWebhookWiring(t *testing.T) {
 			// two configurations --webhook-configuration-name names.
 			if mwc.Name != vwc.Name {
 				t.Errorf("MutatingWebhookConfiguration %s, ValidatingWebhookConfiguration %s: want one name", mwc.Name, vwc.Name)
+			}
+			// The finalizer webhook fails open and sees creates only
+			// (pkg/webhook/finalizer.go says why).
+			if n := len(mwc.Webhooks); n != 1 {
+				t.Fatalf("MutatingWebhookConfiguration holds %d webhooks, want the finalizer webhook alone", n)
+			}
+			if w := mwc.Webhooks[0]; w.Name != fleetwebhook.FinalizerWebhookName ||
+				ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Ignore ||
+				ptr.Deref(w.ReinvocationPolicy, "") != admissionregistrationv1.NeverReinvocationPolicy ||
+				ptr.Deref(w.SideEffects, "") != admissionregistrationv1.SideEffectClassNone ||
+				len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
+				t.Errorf("finalizer webhook %s: failurePolicy %v, reinvocationPolicy %v, sideEffects %v, rules %+v; want %s, Ignore, Never, None, CREATE only",
+					w.Name, ptr.Deref(w.FailurePolicy, ""), ptr.Deref(w.ReinvocationPolicy, ""), ptr.Deref(w.SideEffects, ""), w.Rules, fleetwebhook.FinalizerWebhookName)
 			}
 			var svc *corev1.Service
 			for _, u := range r.ofKind("Service") {
