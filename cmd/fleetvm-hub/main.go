@@ -73,7 +73,7 @@ func main() {
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Go profiling endpoint address (net/http/pprof, unauthenticated: bind it to localhost); 0 disables it.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Admission webhook port.")
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving certificate (tls.crt, tls.key); controller-runtime's default when empty.")
-	flag.BoolVar(&disableWebhook, "disable-webhooks", false, "Do not serve admission webhooks (the CRD's own validation still applies).")
+	flag.BoolVar(&disableWebhook, "disable-webhooks", false, "Do not serve admission webhooks (the CRD's own validation still applies; the controller adds its finalizer to new FleetVirtualMachines itself).")
 	flag.BoolVar(&leaderElection, "leader-elect", false, "Elect a leader, for more than one replica.")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the hub API server.")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the hub API server.")

@@ -71,6 +71,7 @@ func run() int {
 	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
 	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
 	hubMemory := flag.String("hub-memory-limit", "512Mi", "Container memory limit the hub runs as if under (the chart's): it gets the Go soft limit it would set itself there. 0: none.")
+	flag.BoolVar(&cfg.DisableWebhooks, "disable-webhooks", false, "Run fleetvm-hub with --disable-webhooks, as rounds before the finalizer webhook did: no admission, and the controller writes each FleetVM's finalizer.")
 	flag.DurationVar(&cfg.GracePeriod, "grace-period", 30*time.Second, "fleetvm-hub --removal-grace-period: the decision change's VMs move after it.")
 	flag.DurationVar(&cfg.Rest, "rest", 5*time.Minute, "How long the at-rest scenario idles.")
 	flag.StringVar(&statusK, "status-k", "1,10,100", "Numbers of VM reports flipped at once in the status latency scenario.")

@@ -10,6 +10,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -32,10 +34,39 @@ func run(path string) error {
 	if err != nil {
 		return err
 	}
-	var config map[string]any
-	if err := yaml.Unmarshal(data, &config); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	// controller-gen writes one document per configuration (mutating,
+	// validating), each opened by a "---" line.
+	var out []byte
+	found := false
+	for _, doc := range documents.Split(string(data), -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var config map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &config); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if setConditions(config) {
+			found = true
+		}
+		b, err := yaml.Marshal(config)
+		if err != nil {
+			return err
+		}
+		out = append(append(out, "---\n"...), b...)
 	}
+	if !found {
+		return fmt.Errorf("%s has no webhook %s", path, fleetwebhook.FleetVirtualMachineWebhookName)
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// documents separates the documents of a YAML stream.
+var documents = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// setConditions writes the FleetVirtualMachine webhook's matchConditions
+// into config, if config holds that webhook.
+func setConditions(config map[string]any) bool {
 	webhooks, _ := config["webhooks"].([]any)
 	found := false
 	for _, w := range webhooks {
@@ -50,12 +81,5 @@ func run(path string) error {
 		hook["matchConditions"] = conditions
 		found = true
 	}
-	if !found {
-		return fmt.Errorf("%s has no webhook %s", path, fleetwebhook.FleetVirtualMachineWebhookName)
-	}
-	out, err := yaml.Marshal(config)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
+	return found
 }

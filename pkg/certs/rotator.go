@@ -1,18 +1,18 @@
 // Package certs gives fleetvm-hub's admission webhook a serving certificate
 // when no cert-manager does: a CA and a serving certificate for the webhook
 // Service, kept in one Secret, renewed well before they expire, and the CA
-// bundle written into the ValidatingWebhookConfiguration so the API server
-// trusts the webhook.
+// bundle written into the MutatingWebhookConfiguration and the
+// ValidatingWebhookConfiguration so the API server trusts the webhooks.
 //
 // Every replica runs a Rotator. It serves the certificate from memory (the
 // webhook server's GetCertificate), so no Secret volume and no wait for the
-// kubelet to refresh one; it reads the Secret and the webhook configuration
-// by name, never lists or watches them, so its RBAC names exactly those two
-// objects. Replicas that race to renew are serialized by the API server's
+// kubelet to refresh one; it reads the Secret and the two webhook
+// configurations by name, never lists or watches them, so its RBAC names
+// exactly those objects. Replicas that race to renew are serialized by the API server's
 // optimistic concurrency: the loser re-reads and finds nothing due.
 //
 // On every pass a Rotator writes the Secret first, then the CA bundle into
-// the webhook configuration, and only then serves the new certificate: the
+// the webhook configurations, and only then serves the new certificate: the
 // API server trusts a new CA before any replica presents a certificate it
 // signed. Earlier CAs stay in the bundle until they expire, so replicas that
 // still serve an older certificate stay trusted.
@@ -79,15 +79,16 @@ type Options struct {
 	// ServiceName is the webhook Service; the serving certificate is for
 	// its DNS names.
 	ServiceName string
-	// WebhookConfigName is the ValidatingWebhookConfiguration whose
-	// webhooks get the CA bundle.
+	// WebhookConfigName names the MutatingWebhookConfiguration and the
+	// ValidatingWebhookConfiguration (one name, two kinds) whose webhooks
+	// get the CA bundle.
 	WebhookConfigName string
 	// CAValidity and CertValidity are the lifetimes of new CAs and serving
 	// certificates; each is renewed when a third of it is left.
 	CAValidity   time.Duration
 	CertValidity time.Duration
 	// SyncInterval is the longest time between two checks of the Secret
-	// and the webhook configuration (a bundle someone reset is repaired
+	// and the webhook configurations (a bundle someone reset is repaired
 	// within it); RetryInterval the time after a failed pass.
 	SyncInterval  time.Duration
 	RetryInterval time.Duration
@@ -110,7 +111,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "webhook-namespace", o.Namespace, "Namespace of the webhook Service and certificate Secret (self-managed certificates).")
 	fs.StringVar(&o.SecretName, "webhook-secret-name", DefaultSecretName, "Existing Secret that holds the webhook CA and serving certificate (self-managed certificates).")
 	fs.StringVar(&o.ServiceName, "webhook-service-name", DefaultServiceName, "Webhook Service whose DNS names the serving certificate is for (self-managed certificates).")
-	fs.StringVar(&o.WebhookConfigName, "webhook-configuration-name", DefaultWebhookConfigName, "ValidatingWebhookConfiguration that gets the CA bundle (self-managed certificates).")
+	fs.StringVar(&o.WebhookConfigName, "webhook-configuration-name", DefaultWebhookConfigName, "Name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration that get the CA bundle (self-managed certificates).")
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -230,7 +231,7 @@ func (r *Rotator) Start(ctx context.Context) error {
 }
 
 // Sync makes one pass: renew what is due in the Secret, make every webhook
-// of the configuration trust the CA bundle, then serve the Secret's
+// of both configurations trust the CA bundle, then serve the Secret's
 // certificate. It returns when the next renewal is due.
 func (r *Rotator) Sync(ctx context.Context) (time.Time, error) {
 	key := types.NamespacedName{Namespace: r.opts.Namespace, Name: r.opts.SecretName}
@@ -270,22 +271,41 @@ func (r *Rotator) Sync(ctx context.Context) (time.Time, error) {
 	return out.next, nil
 }
 
+// ensureCABundle makes every webhook of the mutating and the validating
+// configuration trust bundle.
 func (r *Rotator) ensureCABundle(ctx context.Context, bundle []byte) error {
-	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := r.client.Get(ctx, types.NamespacedName{Name: r.opts.WebhookConfigName}, &vwc); err != nil {
-		return fmt.Errorf("get ValidatingWebhookConfiguration %s: %w", r.opts.WebhookConfigName, err)
+	key := types.NamespacedName{Name: r.opts.WebhookConfigName}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := r.client.Get(ctx, key, &mwc); err != nil {
+		return fmt.Errorf("get MutatingWebhookConfiguration %s: %w", key.Name, err)
 	}
-	changed, err := write.Mutate(ctx, r.client, &vwc, func() {
+	if err := r.writeCABundle(ctx, &mwc, "MutatingWebhookConfiguration", func() {
+		for i := range mwc.Webhooks {
+			mwc.Webhooks[i].ClientConfig.CABundle = bundle
+		}
+	}); err != nil {
+		return err
+	}
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := r.client.Get(ctx, key, &vwc); err != nil {
+		return fmt.Errorf("get ValidatingWebhookConfiguration %s: %w", key.Name, err)
+	}
+	return r.writeCABundle(ctx, &vwc, "ValidatingWebhookConfiguration", func() {
 		for i := range vwc.Webhooks {
 			vwc.Webhooks[i].ClientConfig.CABundle = bundle
 		}
 	})
+}
+
+// writeCABundle writes set's change to the webhook configuration obj of
+// kind, if it changes anything.
+func (r *Rotator) writeCABundle(ctx context.Context, obj client.Object, kind string, set func()) error {
+	changed, err := write.Mutate(ctx, r.client, obj, set)
 	if err != nil {
-		return fmt.Errorf("write the CA bundle into ValidatingWebhookConfiguration %s: %w", vwc.Name, err)
+		return fmt.Errorf("write the CA bundle into %s %s: %w", kind, obj.GetName(), err)
 	}
-	if !changed {
-		return nil
+	if changed {
+		r.log.Info("CA bundle written into the webhook configuration", "kind", kind, "name", obj.GetName())
 	}
-	r.log.Info("CA bundle written into the webhook configuration", "validatingWebhookConfiguration", vwc.Name)
 	return nil
 }

@@ -27,6 +27,10 @@ var testOpts = Options{Mode: ModeSelfManaged, Namespace: "fleetvm-system"}
 func testObjects() []client.Object {
 	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetvm-system", Name: DefaultSecretName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfigName},
+			Webhooks:   []admissionregistrationv1.MutatingWebhook{{Name: "m.fleetvm.io"}},
+		},
 		&admissionregistrationv1.ValidatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfigName},
 			Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "a.fleetvm.io"}, {Name: "b.fleetvm.io"}},
@@ -65,6 +69,8 @@ func kindOf(obj client.Object) string {
 	switch obj.(type) {
 	case *corev1.Secret:
 		return "Secret"
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		return "MutatingWebhookConfiguration"
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		return "ValidatingWebhookConfiguration"
 	}
@@ -88,7 +94,7 @@ func TestSyncWritesOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"Secret", "ValidatingWebhookConfiguration"}, *updates); diff != "" {
+	if diff := cmp.Diff([]string{"Secret", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}, *updates); diff != "" {
 		t.Errorf("first pass updates (-want,+got):\n%s", diff)
 	}
 	var secret corev1.Secret
@@ -102,6 +108,15 @@ func TestSyncWritesOnlyWhatChanged(t *testing.T) {
 	for _, w := range vwc.Webhooks {
 		if !bytes.Equal(w.ClientConfig.CABundle, secret.Data[KeyCABundle]) {
 			t.Errorf("webhook %s: CA bundle is not the Secret's ca.crt", w.Name)
+		}
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := r.client.Get(ctx, client.ObjectKey{Name: DefaultWebhookConfigName}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range mwc.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, secret.Data[KeyCABundle]) {
+			t.Errorf("mutating webhook %s: CA bundle is not the Secret's ca.crt", w.Name)
 		}
 	}
 	if err := r.ReadyCheck(nil); err != nil {
@@ -152,7 +167,8 @@ func TestSyncErrors(t *testing.T) {
 		want string
 	}{
 		"no Secret: names the chart that creates it": {objs: objs[1:], want: "the fleetvm-hub chart creates it"},
-		"no webhook configuration":                   {objs: objs[:1], want: "get ValidatingWebhookConfiguration fleetvm-hub"},
+		"no mutating webhook configuration":          {objs: []client.Object{objs[0], objs[2]}, want: "get MutatingWebhookConfiguration fleetvm-hub"},
+		"no validating webhook configuration":        {objs: objs[:2], want: "get ValidatingWebhookConfiguration fleetvm-hub"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package webhook holds fleetvm-hub's admission webhooks: what the CRD's
 // OpenAPI and CEL rules cannot check, such as decoding a VM template strictly
-// into the KubeVirt API types.
+// into the KubeVirt API types, and the finalizer a FleetVirtualMachine is
+// created with.
 package webhook
 
 import (

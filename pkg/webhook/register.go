@@ -58,16 +58,18 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace(), SharedImageNamespaces: opts.sharedImageNamespaces()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	FinalizerAdder{}.register(mgr.GetWebhookServer())
 	return (&FleetDiskImageValidator{Reader: mgr.GetClient(), ImageNamespace: opts.imageNamespace()}).setupWithManager(mgr)
 }
 
-// Register serves the FleetVirtualMachine webhook on a server without a
-// manager: the test environment and the local fleet use it. reader must
-// index FleetVirtualMachines by vmclaim.IndexVM (a cache set up with
-// vmclaim.SetupIndex).
+// Register serves the FleetVirtualMachine webhooks (the validator and the
+// finalizer) on a server without a manager: the test environment and the
+// local fleet use it. reader must index FleetVirtualMachines by
+// vmclaim.IndexVM (a cache set up with vmclaim.SetupIndex).
 func Register(server webhook.Server, scheme *runtime.Scheme, reader client.Reader, opts Options) {
 	(&FleetVirtualMachineValidator{Reader: reader, LiveReader: opts.LiveReader,
 		ArgoNamespace: opts.argoNamespace(), ImageNamespace: opts.imageNamespace(), SharedImageNamespaces: opts.sharedImageNamespaces()}).Register(server, scheme)
+	FinalizerAdder{}.register(server)
 }
 
 // RegisterDiskImageGuard serves the FleetDiskImage delete guard on a server

@@ -91,48 +91,41 @@ func (f *Fleet) ServeWebhooks(ctx context.Context, opts *envtest.WebhookInstallO
 }
 
 // WebhooksDown makes the hub's FleetVM webhooks unreachable, as when
-// fleetvm-hub is down: every one of them is pointed at a closed port (its
-// failurePolicy decides what the API server does then). restore points
-// them back.
+// fleetvm-hub is down: every one of them, mutating and validating, is
+// pointed at a closed port (its failurePolicy decides what the API server
+// does then). restore points them back.
 func (f *Fleet) WebhooksDown(ctx context.Context) (restore func(context.Context) error, err error) {
 	return f.webhooksUnreachable(ctx, false)
 }
 
 // WebhooksOff makes the hub admit FleetVM's objects without its webhooks,
 // as when an operator set them to failurePolicy Ignore and fleetvm-hub's
-// webhook server is down: every one is pointed at a closed port and set to
-// Ignore. What the webhooks would refuse is then stored, and only the
-// controllers stand between it and the clusters. The API server takes the
-// change up a moment later: wait for its effect. restore puts them back.
+// webhook server is down: every one, mutating and validating, is pointed
+// at a closed port and set to Ignore. What the webhooks would refuse is
+// then stored, what they would add is missing, and only the controllers
+// stand between it and the clusters. The API server takes the change up a
+// moment later: wait for its effect. restore puts them back.
 func (f *Fleet) WebhooksOff(ctx context.Context) (restore func(context.Context) error, err error) {
 	return f.webhooksUnreachable(ctx, true)
 }
 
 func (f *Fleet) webhooksUnreachable(ctx context.Context, ignore bool) (restore func(context.Context) error, err error) {
-	var list admissionregistrationv1.ValidatingWebhookConfigurationList
-	if err := f.Hub.Client.List(ctx, &list); err != nil {
+	var restores []func(context.Context) error
+	var mutating admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := f.Hub.Client.List(ctx, &mutating); err != nil {
 		return nil, err
 	}
-	var saved []admissionregistrationv1.ValidatingWebhookConfiguration
-	for i := range list.Items {
-		cfg := &list.Items[i]
-		orig := cfg.DeepCopy()
+	for i := range mutating.Items {
+		cfg := &mutating.Items[i]
+		saved := cfg.DeepCopy().Webhooks
 		changed := false
 		for j := range cfg.Webhooks {
-			cc := &cfg.Webhooks[j].ClientConfig
-			if cc.URL == nil || !strings.Contains(*cc.URL, "fleetvm-io") {
-				continue
-			}
-			u, err := url.Parse(*cc.URL)
+			w := &cfg.Webhooks[j]
+			ok, err := pointAway(&w.ClientConfig, &w.FailurePolicy, ignore)
 			if err != nil {
 				return nil, err
 			}
-			u.Host = "127.0.0.1:1" // nothing listens there
-			cc.URL = ptr.To(u.String())
-			if ignore {
-				cfg.Webhooks[j].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
-			}
-			changed = true
+			changed = changed || ok
 		}
 		if !changed {
 			continue
@@ -140,22 +133,80 @@ func (f *Fleet) webhooksUnreachable(ctx context.Context, ignore bool) (restore f
 		if err := f.Hub.Client.Update(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("point webhook configuration %s at a closed port: %w", cfg.Name, err)
 		}
-		saved = append(saved, *orig)
+		restores = append(restores, func(ctx context.Context) error {
+			cur := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cur); err != nil {
+				return err
+			}
+			cur.Webhooks = saved
+			if err := f.Hub.Client.Update(ctx, cur); err != nil {
+				return fmt.Errorf("restore webhook configuration %s: %w", cur.Name, err)
+			}
+			return nil
+		})
 	}
-	if len(saved) == 0 {
+	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := f.Hub.Client.List(ctx, &validating); err != nil {
+		return nil, err
+	}
+	for i := range validating.Items {
+		cfg := &validating.Items[i]
+		saved := cfg.DeepCopy().Webhooks
+		changed := false
+		for j := range cfg.Webhooks {
+			w := &cfg.Webhooks[j]
+			ok, err := pointAway(&w.ClientConfig, &w.FailurePolicy, ignore)
+			if err != nil {
+				return nil, err
+			}
+			changed = changed || ok
+		}
+		if !changed {
+			continue
+		}
+		if err := f.Hub.Client.Update(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("point webhook configuration %s at a closed port: %w", cfg.Name, err)
+		}
+		restores = append(restores, func(ctx context.Context) error {
+			cur := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cur); err != nil {
+				return err
+			}
+			cur.Webhooks = saved
+			if err := f.Hub.Client.Update(ctx, cur); err != nil {
+				return fmt.Errorf("restore webhook configuration %s: %w", cur.Name, err)
+			}
+			return nil
+		})
+	}
+	if len(restores) == 0 {
 		return nil, fmt.Errorf("no FleetVM webhook is installed on the hub")
 	}
 	return func(ctx context.Context) error {
-		for i := range saved {
-			cur := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&saved[i]), cur); err != nil {
+		for _, restore := range restores {
+			if err := restore(ctx); err != nil {
 				return err
-			}
-			cur.Webhooks = saved[i].Webhooks
-			if err := f.Hub.Client.Update(ctx, cur); err != nil {
-				return fmt.Errorf("restore webhook configuration %s: %w", cur.Name, err)
 			}
 		}
 		return nil
 	}, nil
+}
+
+// pointAway points a FleetVM webhook at a port nothing listens on, and
+// with ignore sets its failurePolicy to Ignore. It tells whether the
+// webhook was FleetVM's.
+func pointAway(cc *admissionregistrationv1.WebhookClientConfig, policy **admissionregistrationv1.FailurePolicyType, ignore bool) (bool, error) {
+	if cc.URL == nil || !strings.Contains(*cc.URL, "fleetvm-io") {
+		return false, nil
+	}
+	u, err := url.Parse(*cc.URL)
+	if err != nil {
+		return false, err
+	}
+	u.Host = "127.0.0.1:1" // nothing listens there
+	cc.URL = ptr.To(u.String())
+	if ignore {
+		*policy = ptr.To(admissionregistrationv1.Ignore)
+	}
+	return true, nil
 }

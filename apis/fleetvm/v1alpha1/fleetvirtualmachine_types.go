@@ -6,6 +6,14 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 )
 
+// FleetVirtualMachineFinalizer holds a FleetVirtualMachine until
+// fleetvm-hub has removed its VMs (deletionPolicy Delete) or detached them
+// (Orphan) and deleted its hub objects. fleetvm-hub's mutating webhook
+// adds it when the object is created; the controller adds it on its first
+// reconcile to one created without it (webhook off or down, objects older
+// than the webhook).
+const FleetVirtualMachineFinalizer = "fleetvm.io/cleanup"
+
 // RunStrategy is the fleet-wide power state of a FleetVirtualMachine. It is
 // written into every copy of the VM and wins over the template or git.
 // +kubebuilder:validation:Enum=Always;Halted;Manual;RerunOnFailure

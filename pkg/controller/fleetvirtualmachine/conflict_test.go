@@ -71,7 +71,7 @@ func TestReconcileStatusWriteConflict(t *testing.T) {
 			ctx := t.Context()
 			scheme := testScheme()
 			fvm := &fleetv1alpha1.FleetVirtualMachine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web", Generation: 1, Finalizers: []string{Finalizer}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web", Generation: 1, Finalizers: []string{fleetv1alpha1.FleetVirtualMachineFinalizer}},
 				Spec: fleetv1alpha1.FleetVirtualMachineSpec{
 					Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",` +
 						`"spec":{"template":{"spec":{"domain":{"cpu":{"cores":2},"memory":{"guest":"4Gi"},"devices":{}}}}}}`)},

@@ -41,10 +41,6 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
-// Finalizer holds a FleetVirtualMachine until its VMs are removed (Delete)
-// or detached (Orphan) and its hub objects are gone.
-const Finalizer = "fleetvm.io/cleanup"
-
 // Reconciler reconciles FleetVirtualMachines.
 type Reconciler struct {
 	Client   client.Client

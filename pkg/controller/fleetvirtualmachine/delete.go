@@ -50,7 +50,7 @@ import (
 // While it waits, the Ready condition (reason Deleting) says on what.
 func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (ctrl.Result, error) {
 	r.alarms.set(client.ObjectKeyFromObject(fvm), 0)
-	if !controllerutil.ContainsFinalizer(fvm, Finalizer) {
+	if !controllerutil.ContainsFinalizer(fvm, fleetv1alpha1.FleetVirtualMachineFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		return ctrl.Result{}, err
 	}
 
-	if _, err := write.RemoveFinalizer(ctx, r.Client, fvm, Finalizer); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := write.RemoveFinalizer(ctx, r.Client, fvm, fleetv1alpha1.FleetVirtualMachineFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	policy := "their VMs were removed"

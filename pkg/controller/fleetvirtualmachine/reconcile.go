@@ -88,9 +88,12 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 }
 
 // ensureFinalizer adds the finalizer that holds the FleetVirtualMachine
-// until its VMs are dealt with.
+// until its VMs are dealt with. fleetvm-hub's mutating webhook puts it
+// there at creation (pkg/webhook), so this sends nothing in the normal
+// path; it is the fallback for objects created without it: webhooks off
+// or down, or created before the webhook existed.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
-	added, err := write.AddFinalizer(ctx, r.Client, fvm, Finalizer)
+	added, err := write.AddFinalizer(ctx, r.Client, fvm, fleetv1alpha1.FleetVirtualMachineFinalizer)
 	if err != nil {
 		return fmt.Errorf("add finalizer: %w", err)
 	}

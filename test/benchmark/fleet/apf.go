@@ -154,11 +154,12 @@ func (c hubCounts) sub(before hubCounts) hubCounts {
 	return out
 }
 
-// classes lists the write classes with a non-zero count, in report order.
-func (c hubCounts) classes() []string {
+// classes lists the write classes with a non-zero count and those in
+// always, in report order.
+func (c hubCounts) classes(always ...string) []string {
 	var out []string
 	for _, wc := range writeClasses {
-		if c.Writes[wc.Name] != 0 {
+		if c.Writes[wc.Name] != 0 || slices.Contains(always, wc.Name) {
 			out = append(out, wc.Name)
 		}
 	}

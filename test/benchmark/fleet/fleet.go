@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -73,6 +74,16 @@ type Config struct {
 	// (GOMEMLIMIT, memlimit.Share of it). make bench uses the chart's
 	// 512 MiB.
 	HubMemoryLimit int64
+
+	// DisableWebhooks runs fleetvm-hub with --disable-webhooks, as the
+	// rounds before the finalizer webhook did: the hub API server calls no
+	// admission webhook, and the controller adds its finalizer to each new
+	// FleetVM with a write. By default the hub serves its webhooks on a
+	// local port, installed in the hub API server as the chart installs
+	// them (certificates as the integration suites make them): the
+	// burst's creates pass its validating webhook and get the finalizer
+	// from its mutating one.
+	DisableWebhooks bool
 
 	// GracePeriod is fleetvm-hub's --removal-grace-period (default 30 s):
 	// a relabelled cluster's VMs move after it.
@@ -166,8 +177,11 @@ type harness struct {
 	hub    *hubProcess
 	// hubKubeconfig is the hub's own kubeconfig (user fleetvm-hub).
 	hubKubeconfig string
-	agents        *agents
-	argo          *argoStandIn
+	// webhook is where the hub API server calls fleetvm-hub's webhooks
+	// (nil with DisableWebhooks).
+	webhook *envtest.WebhookInstallOptions
+	agents  *agents
+	argo    *argoStandIn
 
 	fvms      *waitSet[*fleetv1alpha1.FleetVirtualMachine]
 	decisions *waitSet[*clusterv1beta1.PlacementDecision] // by name: OCM splits a decision into chunks of 100 clusters
@@ -212,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Clusters: cfg.Clusters, FleetVMs: cfg.FleetVMs, ClustersPerVM: cfg.ClustersPerVM,
 			ClientConcurrency: cfg.Concurrency, RestSeconds: cfg.Rest.Seconds(), StatusK: cfg.StatusK,
 			ArgoRefresh: cfg.ArgoRefresh.String(), HubBuild: hubBuild(cfg.HubBinary),
-			HubMemoryLimitMiB: cfg.HubMemoryLimit >> 20, NodeFactor: nodeFactor(cfg),
+			HubMemoryLimitMiB: cfg.HubMemoryLimit >> 20, NodeFactor: nodeFactor(cfg), Webhooks: !cfg.DisableWebhooks,
 		},
 		Definitions: definitions,
 	}
@@ -269,11 +283,23 @@ func (h *harness) run(ctx context.Context) error {
 }
 
 func (h *harness) startFleet(ctx context.Context) error {
-	f, err := fleetenv.Start(ctx, fleetenv.Options{})
+	var opts fleetenv.Options
+	if !h.cfg.DisableWebhooks {
+		// The webhook configurations from deploy/webhook, pointed at a
+		// local port with a serving certificate envtest makes; the hub
+		// process serves them there (startHub).
+		w, err := fleetenv.WebhookOptions()
+		if err != nil {
+			return err
+		}
+		opts.HubWebhook = w
+	}
+	f, err := fleetenv.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
 	h.fleet = f
+	h.webhook = opts.HubWebhook
 	h.admin = f.Hub.Client
 	if h.kube, err = kubernetes.NewForConfig(f.Hub.Config); err != nil {
 		return err

@@ -67,6 +67,12 @@ func TestSmoke(t *testing.T) {
 	if got, _ := report.Value("creation: hub writes per FleetVM: applicationsets"); got < 1 {
 		t.Errorf("the API server counted %v ApplicationSet writes per FleetVM by the hub, want at least 1", got)
 	}
+	// The hub served its webhooks: each FleetVM came with its finalizer
+	// from admission, and the hub wrote none (one per FleetVM without
+	// them).
+	if got, ok := report.Value("creation: hub writes per FleetVM: fleetvirtualmachines"); !ok || got != 0 {
+		t.Errorf("the API server counted %v writes per FleetVM of the object by the hub (reported: %v), want 0: the finalizer comes with the create", got, ok)
+	}
 	// The restarted hub reconciled every FleetVM (the scenario waits for
 	// that, bounded, and fails otherwise).
 	if got, _ := report.Value("restart: FleetVM reconciles until quiet"); got < 50 {

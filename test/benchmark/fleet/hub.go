@@ -3,9 +3,12 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fleetvm/fleetvm/pkg/memlimit"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -58,13 +62,15 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 var errPortTaken = errors.New("a port picked for fleetvm-hub was taken before it bound it")
 
 // startHub starts the fleetvm-hub binary against the hub API server and
-// waits until it is ready. A start that loses one of its ports to another
-// process is tried again with new ports.
-func startHub(ctx context.Context, cfg Config, kubeconfig string, logTo io.Writer) (*hubProcess, error) {
+// waits until it is ready and, unless webhook is nil, serves its webhooks
+// where the hub API server calls them. A start that loses one of its ports
+// to another process is tried again with new ports (the webhook's port is
+// the one the webhook configurations name: it stays).
+func startHub(ctx context.Context, cfg Config, kubeconfig string, webhook *envtest.WebhookInstallOptions, logTo io.Writer) (*hubProcess, error) {
 	var err error
 	for range 5 {
 		var h *hubProcess
-		h, err = startHubOnce(ctx, cfg, kubeconfig, logTo)
+		h, err = startHubOnce(ctx, cfg, kubeconfig, webhook, logTo)
 		if !errors.Is(err, errPortTaken) {
 			return h, err
 		}
@@ -93,28 +99,38 @@ func (w *bindWatch) portTaken() bool {
 	return w.taken
 }
 
-func startHubOnce(ctx context.Context, cfg Config, kubeconfig string, logTo io.Writer) (*hubProcess, error) {
+func startHubOnce(ctx context.Context, cfg Config, kubeconfig string, webhook *envtest.WebhookInstallOptions, logTo io.Writer) (*hubProcess, error) {
 	ports, err := fleetenv.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
 	metricsPort, probePort, pprofPort := ports[0], ports[1], ports[2]
-	args := []string{
+	admission := []string{"--disable-webhooks"}
+	if webhook != nil {
+		// External certificates: envtest's, for the address the
+		// webhook configurations name.
+		admission = []string{
+			"--webhook-port=" + strconv.Itoa(webhook.LocalServingPort),
+			"--webhook-cert-dir=" + webhook.LocalServingCertDir,
+		}
+	}
+	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--argocd-namespace=" + argoNS,
-		"--disable-webhooks",
+	}, admission...)
+	args = append(args,
 		"--disable-addon",
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
 		// The harness scrapes the hub's reconcile counters on loopback.
 		"--metrics-secure=false",
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
-		"--pprof-bind-address=127.0.0.1:" + strconv.Itoa(pprofPort),
-		"--kube-api-qps=" + strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
-		"--kube-api-burst=" + strconv.Itoa(cfg.HubBurst),
-		"--workers=" + strconv.Itoa(cfg.HubWorkers),
-		"--removal-grace-period=" + cfg.GracePeriod.String(),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
+		"--pprof-bind-address=127.0.0.1:"+strconv.Itoa(pprofPort),
+		"--kube-api-qps="+strconv.FormatFloat(cfg.HubQPS, 'f', -1, 64),
+		"--kube-api-burst="+strconv.Itoa(cfg.HubBurst),
+		"--workers="+strconv.Itoa(cfg.HubWorkers),
+		"--removal-grace-period="+cfg.GracePeriod.String(),
 		"--zap-log-level=info",
-	}
+	)
 	cmd := exec.Command(cfg.HubBinary, args...)
 	watch := &bindWatch{}
 	out := io.MultiWriter(logTo, watch)
@@ -156,11 +172,35 @@ func startHubOnce(ctx context.Context, cfg Config, kubeconfig string, logTo io.W
 		}
 		return nil, h.exited
 	}
+	if err == nil && webhook != nil {
+		// Ready does not wait for the webhook server, and the validating
+		// webhook fails closed: FleetVMs are created only once it answers.
+		err = waitWebhook(ctx, webhook)
+	}
 	if err != nil {
 		h.stop()
 		return nil, fmt.Errorf("fleetvm-hub not ready: %w", err)
 	}
 	return h, nil
+}
+
+// waitWebhook waits until the webhook server accepts TLS connections that
+// the configurations' CA verifies.
+func waitWebhook(ctx context.Context, webhook *envtest.WebhookInstallOptions) error {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(webhook.LocalServingCAData) {
+		return errors.New("webhook CA: no certificate")
+	}
+	addr := net.JoinHostPort(webhook.LocalServingHost, strconv.Itoa(webhook.LocalServingPort))
+	dialer := &net.Dialer{Timeout: time.Second}
+	return fleetenv.Eventually(ctx, time.Minute, func() (bool, error) {
+		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return false, fmt.Errorf("webhook server %s: %w", addr, err)
+		}
+		_ = conn.Close()
+		return true, nil
+	})
 }
 
 func (h *hubProcess) pid() int { return h.cmd.Process.Pid }

@@ -51,6 +51,9 @@ type Settings struct {
 	HubMemoryLimitMiB int64 `json:"hubMemoryLimitMiB"`
 	// NodeFactor multiplies the simulated clusters' 2-4 nodes.
 	NodeFactor int `json:"nodeFactor"`
+	// Webhooks: the hub served its admission webhooks, and the hub API
+	// server called them (false: --disable-webhooks).
+	Webhooks bool `json:"webhooks"`
 }
 
 func (r *Report) add(scenario string, value float64, unit string) {

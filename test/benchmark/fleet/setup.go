@@ -254,7 +254,7 @@ func (h *harness) startLoad(ctx context.Context) error {
 
 func (h *harness) startHub(ctx context.Context) error {
 	start := time.Now()
-	hub, err := startHub(ctx, h.cfg, h.hubKubeconfig, h.cfg.HubLog)
+	hub, err := startHub(ctx, h.cfg, h.hubKubeconfig, h.webhook, h.cfg.HubLog)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func hubArgsForReport(args []string) []string {
 	for _, a := range args {
 		switch {
 		case strings.HasPrefix(a, "--kubeconfig="), strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="),
-			strings.HasPrefix(a, "--pprof-bind-address="):
+			strings.HasPrefix(a, "--pprof-bind-address="), strings.HasPrefix(a, "--webhook-port="), strings.HasPrefix(a, "--webhook-cert-dir="):
 			continue
 		}
 		out = append(out, a)

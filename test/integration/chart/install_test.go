@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,17 +204,36 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 	if err := hub.Get(ctx, client.ObjectKey{Name: a["webhook-configuration-name"]}, &vwc); err != nil {
 		t.Fatal(err)
 	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := hub.Get(ctx, client.ObjectKey{Name: a["webhook-configuration-name"]}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	bundles := map[string][]byte{}
 	for _, w := range vwc.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, secret.Data["ca.crt"]) || len(w.ClientConfig.CABundle) == 0 {
-			t.Errorf("webhook %s caBundle differs from the Secret's ca.crt", w.Name)
+		bundles[w.Name] = w.ClientConfig.CABundle
+	}
+	for _, w := range mwc.Webhooks {
+		bundles[w.Name] = w.ClientConfig.CABundle
+	}
+	for name, bundle := range bundles {
+		if !bytes.Equal(bundle, secret.Data["ca.crt"]) || len(bundle) == 0 {
+			t.Errorf("webhook %s caBundle differs from the Secret's ca.crt", name)
 		}
 	}
-	resp, err := review(ctx, webhookPort, a["webhook-service-name"]+"."+r.namespace+".svc", vwc.Webhooks[0].ClientConfig.CABundle, time.Now)
+	serverName := a["webhook-service-name"] + "." + r.namespace + ".svc"
+	resp, err := review(ctx, webhookPort, fleetwebhook.ValidateFleetVirtualMachinePath, serverName, vwc.Webhooks[0].ClientConfig.CABundle, time.Now)
 	if err != nil {
 		t.Fatalf("admission review: %v\n%s", err, out)
 	}
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "cpuu") {
 		t.Errorf("admission response allowed=%v message=%q, want the typo refused", resp.Allowed, resp.Result.Message)
+	}
+	resp, err = review(ctx, webhookPort, fleetwebhook.FinalizerPath, serverName, mwc.Webhooks[0].ClientConfig.CABundle, time.Now)
+	if err != nil {
+		t.Fatalf("admission review of the finalizer webhook: %v\n%s", err, out)
+	}
+	if !resp.Allowed || !strings.Contains(string(resp.Patch), fleetv1alpha1.FleetVirtualMachineFinalizer) {
+		t.Errorf("finalizer webhook response allowed=%v patch=%s, want the finalizer added", resp.Allowed, resp.Patch)
 	}
 
 	// The addon: the hub created the ClusterManagementAddOn; for a
@@ -263,9 +283,14 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 	}
 
 	// A FleetVirtualMachine is reconciled. The API server cannot reach the
-	// webhook through its Service here (no cluster network), so the
-	// configuration goes first; the webhook itself was checked above.
+	// webhooks through their Service here (no cluster network), so the
+	// configurations go first; the webhooks themselves were checked
+	// above. Without the finalizer webhook, the controller adds the
+	// finalizer itself.
 	if err := hub.Delete(ctx, &vwc); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Delete(ctx, &mwc); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{a["argocd-namespace"], "vms"} {
@@ -293,6 +318,9 @@ diskImages: {namespace: fleetvm-images, inventoryMaxAge: 15m}
 		return fvm.Status.ObservedGeneration == fvm.Generation && len(fvm.Status.Conditions) > 0, nil
 	}); err != nil {
 		t.Fatalf("FleetVirtualMachine not reconciled: %v\n%s", err, out)
+	}
+	if !slices.Contains(fvm.Finalizers, fleetv1alpha1.FleetVirtualMachineFinalizer) {
+		t.Errorf("finalizers %v: the controller did not add %s to a FleetVirtualMachine created without it", fvm.Finalizers, fleetv1alpha1.FleetVirtualMachineFinalizer)
 	}
 
 	if s := out.String(); strings.Contains(strings.ToLower(s), "forbidden") {
@@ -383,10 +411,11 @@ func checkMetricsSecured(t *testing.T, r rendered, port int) {
 	}
 }
 
-// review sends a FleetVirtualMachine with a typo in its template to the
-// webhook on a local port, verifying the server as the API server does: the
-// Service's DNS name and the configuration's CA bundle, at now.
-func review(ctx context.Context, port int, serverName string, caBundle []byte, now func() time.Time) (*admissionv1.AdmissionResponse, error) {
+// review sends the creation of a FleetVirtualMachine with a typo in its
+// template to the webhook at path on a local port, verifying the server as
+// the API server does: the Service's DNS name and the configuration's CA
+// bundle, at now.
+func review(ctx context.Context, port int, path, serverName string, caBundle []byte, now func() time.Time) (*admissionv1.AdmissionResponse, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caBundle) {
 		return nil, fmt.Errorf("CA bundle holds no certificate")
@@ -412,7 +441,7 @@ func review(ctx context.Context, port int, serverName string, caBundle []byte, n
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: serverName, Time: now, MinVersion: tls.VersionTLS12},
 	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, fleetwebhook.ValidateFleetVirtualMachinePath)
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

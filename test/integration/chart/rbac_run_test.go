@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -154,8 +155,8 @@ func TestInstalledLeaderElection(t *testing.T) {
 // TestInstalledCertificateRotation runs the self-managed certificate
 // rotator as fleetvm-hub does, with the names the chart passes it and as the
 // chart's ServiceAccount, behind a webhook server, on a fake clock: it
-// issues a certificate the configuration trusts, renews it before it
-// expires, and repairs a CA bundle someone reset.
+// issues a certificate both webhook configurations trust, renews it before
+// it expires, and repairs CA bundles someone reset.
 func TestInstalledCertificateRotation(t *testing.T) {
 	ctx := t.Context()
 	f := fleet(t)
@@ -227,11 +228,21 @@ func TestInstalledCertificateRotation(t *testing.T) {
 		}
 		return vwc.Webhooks[0].ClientConfig.CABundle
 	}
+	mutatingBundle := func() []byte {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := f.Hub.Client.Get(ctx, vwcKey, &mwc); err != nil {
+			t.Fatal(err)
+		}
+		return mwc.Webhooks[0].ClientConfig.CABundle
+	}
+	if len(bundle()) == 0 || !bytes.Equal(mutatingBundle(), bundle()) {
+		t.Error("the mutating and the validating webhook configurations do not trust the same CA bundle")
+	}
 	first, err := served(port, serverName, bundle(), clock.Now())
 	if err != nil {
 		t.Fatalf("served certificate: %v", err)
 	}
-	resp, err := review(ctx, port, serverName, bundle(), clock.Now)
+	resp, err := review(ctx, port, fleetwebhook.ValidateFleetVirtualMachinePath, serverName, bundle(), clock.Now)
 	if err != nil || resp.Allowed {
 		t.Fatalf("admission review through the rotated certificate: %+v, %v", resp, err)
 	}
@@ -260,7 +271,7 @@ func TestInstalledCertificateRotation(t *testing.T) {
 		t.Error("CA bundle changed for a serving certificate renewal")
 	}
 
-	// Someone resets the CA bundle: the next pass writes it back.
+	// Someone resets the CA bundles: the next pass writes them back.
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := f.Hub.Client.Get(ctx, vwcKey, &vwc); err != nil {
 		t.Fatal(err)
@@ -271,12 +282,22 @@ func TestInstalledCertificateRotation(t *testing.T) {
 	if err := f.Hub.Client.Update(ctx, &vwc); err != nil {
 		t.Fatal(err)
 	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := f.Hub.Client.Get(ctx, vwcKey, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range mwc.Webhooks {
+		mwc.Webhooks[i].ClientConfig.CABundle = nil
+	}
+	if err := f.Hub.Client.Update(ctx, &mwc); err != nil {
+		t.Fatal(err)
+	}
 	waitForTimer(t, clock)
 	clock.Step(opts.SyncInterval)
 	if err := fleetenv.Eventually(ctx, 30*time.Second, func() (bool, error) {
-		return string(bundle()) == string(firstBundle), nil
+		return string(bundle()) == string(firstBundle) && string(mutatingBundle()) == string(firstBundle), nil
 	}); err != nil {
-		t.Fatalf("CA bundle not repaired: %v", err)
+		t.Fatalf("CA bundles not repaired: %v", err)
 	}
 
 	var secret corev1.Secret

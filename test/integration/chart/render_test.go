@@ -20,9 +20,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetvm/fleetvm/pkg/addon"
+	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -196,6 +198,7 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRole/fleetvm-hub", "ClusterRole/fleetvm-hub-agent-permissions", "ClusterRole/fleetvm-hub-metrics-reader", "ClusterRole/fleetvm-hub-webhook-cert",
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions", "ClusterRoleBinding/fleetvm-hub-webhook-cert",
 			"Deployment/fleetvm-hub",
+			"MutatingWebhookConfiguration/fleetvm-hub",
 			"Role/fleetvm-hub", "Role/fleetvm-hub-leader-election", "Role/fleetvm-hub-webhook-cert",
 			"RoleBinding/fleetvm-hub", "RoleBinding/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub-webhook-cert",
 			"Secret/fleetvm-hub-webhook-cert",
@@ -209,6 +212,7 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRoleBinding/fleetvm-hub", "ClusterRoleBinding/fleetvm-hub-agent-permissions",
 			"Deployment/fleetvm-hub",
 			"Issuer/fleetvm-hub-selfsigned",
+			"MutatingWebhookConfiguration/fleetvm-hub",
 			"Role/fleetvm-hub", "Role/fleetvm-hub-leader-election", "RoleBinding/fleetvm-hub", "RoleBinding/fleetvm-hub-leader-election",
 			"Service/fleetvm-hub-metrics", "Service/fleetvm-hub-webhook",
 			"ServiceAccount/fleetvm-hub",
@@ -219,6 +223,7 @@ func TestRenderedObjects(t *testing.T) {
 			"ClusterRole/prod-fleetvm-hub", "ClusterRole/prod-fleetvm-hub-agent-permissions", "ClusterRole/prod-fleetvm-hub-metrics-reader",
 			"ClusterRoleBinding/prod-fleetvm-hub", "ClusterRoleBinding/prod-fleetvm-hub-agent-permissions",
 			"Deployment/prod-fleetvm-hub",
+			"MutatingWebhookConfiguration/prod-fleetvm-hub",
 			"Role/prod-fleetvm-hub", "Role/prod-fleetvm-hub-leader-election", "RoleBinding/prod-fleetvm-hub", "RoleBinding/prod-fleetvm-hub-leader-election",
 			"Service/prod-fleetvm-hub-metrics", "Service/prod-fleetvm-hub-webhook",
 			"ServiceAccount/prod-fleetvm-hub",
@@ -528,6 +533,25 @@ func TestWebhookWiring(t *testing.T) {
 			d := one[appsv1.Deployment](t, r, "Deployment")
 			a := args(t, d)
 			vwc := one[admissionregistrationv1.ValidatingWebhookConfiguration](t, r, "ValidatingWebhookConfiguration")
+			mwc := one[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration")
+			// One name for both: the hub writes the CA bundle into the
+			// two configurations --webhook-configuration-name names.
+			if mwc.Name != vwc.Name {
+				t.Errorf("MutatingWebhookConfiguration %s, ValidatingWebhookConfiguration %s: want one name", mwc.Name, vwc.Name)
+			}
+			// The finalizer webhook fails open and sees creates only
+			// (pkg/webhook/finalizer.go says why).
+			if n := len(mwc.Webhooks); n != 1 {
+				t.Fatalf("MutatingWebhookConfiguration holds %d webhooks, want the finalizer webhook alone", n)
+			}
+			if w := mwc.Webhooks[0]; w.Name != fleetwebhook.FinalizerWebhookName ||
+				ptr.Deref(w.FailurePolicy, "") != admissionregistrationv1.Ignore ||
+				ptr.Deref(w.ReinvocationPolicy, "") != admissionregistrationv1.NeverReinvocationPolicy ||
+				ptr.Deref(w.SideEffects, "") != admissionregistrationv1.SideEffectClassNone ||
+				len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
+				t.Errorf("finalizer webhook %s: failurePolicy %v, reinvocationPolicy %v, sideEffects %v, rules %+v; want %s, Ignore, Never, None, CREATE only",
+					w.Name, ptr.Deref(w.FailurePolicy, ""), ptr.Deref(w.ReinvocationPolicy, ""), ptr.Deref(w.SideEffects, ""), w.Rules, fleetwebhook.FinalizerWebhookName)
+			}
 			var svc *corev1.Service
 			for _, u := range r.ofKind("Service") {
 				if s := convert[corev1.Service](t, u); s.Spec.Ports[0].Name == "webhook" {
@@ -543,10 +567,17 @@ func TestWebhookWiring(t *testing.T) {
 			if tp := svc.Spec.Ports[0].TargetPort.String(); tp != "webhook" || a["webhook-port"] != "9443" {
 				t.Errorf("webhook Service targets %q, hub serves on %q; want the container port named webhook, 9443", tp, a["webhook-port"])
 			}
+			clientConfigs := map[string]admissionregistrationv1.WebhookClientConfig{}
 			for _, w := range vwc.Webhooks {
-				s := w.ClientConfig.Service
+				clientConfigs[w.Name] = w.ClientConfig
+			}
+			for _, w := range mwc.Webhooks {
+				clientConfigs[w.Name] = w.ClientConfig
+			}
+			for name, cc := range clientConfigs {
+				s := cc.Service
 				if s == nil || s.Name != svc.Name || s.Namespace != rel.namespace || (s.Port != nil && *s.Port != svc.Spec.Ports[0].Port) {
-					t.Errorf("webhook %s calls %+v, want Service %s/%s port %d", w.Name, s, rel.namespace, svc.Name, svc.Spec.Ports[0].Port)
+					t.Errorf("webhook %s calls %+v, want Service %s/%s port %d", name, s, rel.namespace, svc.Name, svc.Spec.Ports[0].Port)
 				}
 			}
 			dnsName := svc.Name + "." + rel.namespace + ".svc"
@@ -563,10 +594,11 @@ func TestWebhookWiring(t *testing.T) {
 						t.Errorf("--%s = %q, want %q", k, a[k], v)
 					}
 				}
-				if len(vwc.Annotations) != 0 || len(d.Spec.Template.Spec.Volumes) != 0 {
-					t.Errorf("self-managed: annotations %v and volumes %v, want none", vwc.Annotations, d.Spec.Template.Spec.Volumes)
+				if len(vwc.Annotations) != 0 || len(mwc.Annotations) != 0 || len(d.Spec.Template.Spec.Volumes) != 0 {
+					t.Errorf("self-managed: annotations %v and %v, volumes %v, want none", vwc.Annotations, mwc.Annotations, d.Spec.Template.Spec.Volumes)
 				}
-				// The certificate RBAC names exactly these two objects.
+				// The certificate RBAC names exactly the Secret and the
+				// two webhook configurations.
 				for _, u := range slices.Concat(r.ofKind("Role"), r.ofKind("ClusterRole")) {
 					if !strings.HasSuffix(u.GetName(), "-webhook-cert") {
 						continue
@@ -576,9 +608,17 @@ func TestWebhookWiring(t *testing.T) {
 					if u.GetKind() == "ClusterRole" {
 						wantName = vwc.Name
 					}
+					var resources []string
 					for _, rule := range role.Rules {
 						if !slices.Equal(rule.ResourceNames, []string{wantName}) {
 							t.Errorf("%s %s rule %+v, want resourceNames [%s]", u.GetKind(), u.GetName(), rule, wantName)
+						}
+						resources = append(resources, rule.Resources...)
+					}
+					if u.GetKind() == "ClusterRole" {
+						slices.Sort(resources)
+						if diff := cmp.Diff([]string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, resources); diff != "" {
+							t.Errorf("ClusterRole %s resources (-want,+got):\n%s", u.GetName(), diff)
 						}
 					}
 				}
@@ -596,8 +636,10 @@ func TestWebhookWiring(t *testing.T) {
 			if !slices.Contains(dnsNames, dnsName) {
 				t.Errorf("Certificate DNS names %v, want %s among them", dnsNames, dnsName)
 			}
-			if got, want := vwc.Annotations["cert-manager.io/inject-ca-from"], rel.namespace+"/"+cert.GetName(); got != want {
-				t.Errorf("inject-ca-from = %q, want %q", got, want)
+			for _, annotations := range []map[string]string{vwc.Annotations, mwc.Annotations} {
+				if got, want := annotations["cert-manager.io/inject-ca-from"], rel.namespace+"/"+cert.GetName(); got != want {
+					t.Errorf("inject-ca-from = %q, want %q", got, want)
+				}
 			}
 			vols, mounts := d.Spec.Template.Spec.Volumes, d.Spec.Template.Spec.Containers[0].VolumeMounts
 			if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != secretName ||

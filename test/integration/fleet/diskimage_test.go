@@ -145,9 +145,11 @@ func TestVMWaitsForItsImage(t *testing.T) {
 
 	image := newImage("rhel9", time.Hour)
 	createImage(t, image)
-	fdi := waitImage(t, client.ObjectKeyFromObject(image), "ready on the VM's cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
+	// The reference comes from the agent's image inventory, which may
+	// reach the hub after the import's Ready: wait for both.
+	fdi := waitImage(t, client.ObjectKeyFromObject(image), "ready and referenced on the VM's cluster", func(f *fleetv1alpha1.FleetDiskImage) bool {
 		e, ok := imageEntry(f, cluster)
-		return ok && e.Phase == fleetv1alpha1.ImagePhaseReady
+		return ok && e.Phase == fleetv1alpha1.ImagePhaseReady && e.References > 0
 	})
 	if e, _ := imageEntry(fdi, cluster); e.References != 1 || fdi.Status.Totals.Ready != 1 || e.LastReferencedTime != nil {
 		t.Errorf("entry %+v totals %+v, want 1 reference, 1 ready cluster, no lastReferencedTime while in use", e, fdi.Status.Totals)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -105,9 +106,17 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error
 		})
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
-		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(argoNS),
-		Client:     hub.ClientOptions(),
+		Scheme: hub.Scheme(),
+		Cache:  hub.CacheOptions(argoNS),
+		Client: hub.ClientOptions(),
+		// fleetvm-hub's writes of FleetVirtualMachines are counted.
+		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			c, err := client.New(cfg, opts)
+			if err != nil {
+				return nil, err
+			}
+			return agenttest.CountWrites(c, hubWrites.count), nil
+		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Logger:     agenttest.Logger(),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
