@@ -158,6 +158,9 @@ func ShapesOf(fvms []fleetv1alpha1.FleetVirtualMachine, limit int, of func(*flee
 type ShapeCache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]cachedShape
+	// names counts, per namespace, the FleetVirtualMachines of each shape
+	// among the entries (Distinct).
+	names map[string]map[string]int
 }
 
 type cachedShape struct {
@@ -165,25 +168,64 @@ type cachedShape struct {
 	generation int64
 	deleting   bool
 	shape      Shape
+	name       string // shape.Name() when ok
 	ok         bool
+	// observed: Observe put it there (the informer's event handler).
+	observed bool
 }
 
 // Of returns ShapeOf(fvm), from the cache when fvm's generation was seen.
 func (c *ShapeCache) Of(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
+	return c.of(fvm, false)
+}
+
+// Observe records fvm as the informer's event handler delivers it: every
+// FleetVirtualMachine, in the order the API server wrote them.
+func (c *ShapeCache) Observe(fvm *fleetv1alpha1.FleetVirtualMachine) { c.of(fvm, true) }
+
+// Observed tells whether Observe has recorded fvm as it is (its UID and
+// generation): then it has recorded every FleetVirtualMachine written
+// before it too.
+func (c *ShapeCache) Observed(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}]
+	return ok && e.observed && e.uid == fvm.UID && e.generation == fvm.Generation
+}
+
+func (c *ShapeCache) of(fvm *fleetv1alpha1.FleetVirtualMachine, observed bool) (Shape, bool) {
 	key := types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}
 	deleting := fvm.DeletionTimestamp != nil
 	c.mu.Lock()
 	e, hit := c.entries[key]
 	c.mu.Unlock()
-	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting {
+	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting && (e.observed || !observed) {
 		return e.shape, e.ok
 	}
-	shape, ok := ShapeOf(fvm)
+	var shape Shape
+	var ok bool
+	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting {
+		shape, ok = e.shape, e.ok // decoded already; now observed too
+	} else {
+		shape, ok = ShapeOf(fvm)
+	}
+	e = cachedShape{uid: fvm.UID, generation: fvm.Generation, deleting: deleting, shape: shape, ok: ok, observed: observed}
+	if ok {
+		e.name = shape.Name()
+	}
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]cachedShape{}
+		c.names = map[string]map[string]int{}
 	}
-	c.entries[key] = cachedShape{uid: fvm.UID, generation: fvm.Generation, deleting: deleting, shape: shape, ok: ok}
+	c.drop(key)
+	c.entries[key] = e
+	if ok {
+		if c.names[key.Namespace] == nil {
+			c.names[key.Namespace] = map[string]int{}
+		}
+		c.names[key.Namespace][e.name]++
+	}
 	c.mu.Unlock()
 	return shape, ok
 }
@@ -191,6 +233,36 @@ func (c *ShapeCache) Of(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
 // Forget drops what the cache holds for a FleetVirtualMachine that is gone.
 func (c *ShapeCache) Forget(key types.NamespacedName) {
 	c.mu.Lock()
-	delete(c.entries, key)
+	c.drop(key)
 	c.mu.Unlock()
+}
+
+// drop removes key's entry and its count; c.mu is held.
+func (c *ShapeCache) drop(key types.NamespacedName) {
+	old, had := c.entries[key]
+	if !had {
+		return
+	}
+	delete(c.entries, key)
+	if !old.ok {
+		return
+	}
+	ns := c.names[key.Namespace]
+	if ns[old.name]--; ns[old.name] <= 0 {
+		delete(ns, old.name)
+	}
+	if len(ns) == 0 {
+		delete(c.names, key.Namespace)
+	}
+}
+
+// Distinct is how many distinct shapes the FleetVirtualMachines of a
+// namespace the cache holds ask for. Once Observe has recorded a
+// FleetVirtualMachine as it is (Observed), it has recorded every one
+// written before it, so no more than the shape limit means that one is
+// not over it.
+func (c *ShapeCache) Distinct(namespace string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.names[namespace])
 }

@@ -163,3 +163,41 @@ func TestShapeCache(t *testing.T) {
 		t.Errorf("through the cache (-Shapes,+ShapesOf):\n%s", diff)
 	}
 }
+
+// TestShapeCacheDistinct: the cache counts the distinct shapes of each
+// namespace as its entries come, change and go.
+func TestShapeCacheDistinct(t *testing.T) {
+	var c ShapeCache
+	seen := func(ns, name string, uid types.UID, gen int64, cpu int) fleetv1alpha1.FleetVirtualMachine {
+		f := fleetVM(ns, name, 1, cpu)
+		f.UID, f.Generation = uid, gen
+		c.Of(&f)
+		return f
+	}
+	expect := func(what string, want map[string]int) {
+		t.Helper()
+		for ns, n := range want {
+			if got := c.Distinct(ns); got != n {
+				t.Errorf("%s: %s has %d distinct shapes, want %d", what, ns, got, n)
+			}
+		}
+	}
+	seen("team-a", "a", "ua", 1, 2)
+	seen("team-a", "b", "ub", 1, 2)
+	seen("team-b", "x", "ux", 1, 2)
+	expect("two of one shape", map[string]int{"team-a": 1, "team-b": 1})
+	b := seen("team-a", "b", "ub", 2, 4)
+	expect("b changed shape", map[string]int{"team-a": 2, "team-b": 1})
+	seen("team-a", "a", "ua", 1, 2) // again: nothing counted twice
+	expect("a seen again", map[string]int{"team-a": 2})
+	now := metav1.Now()
+	b.DeletionTimestamp = &now
+	c.Of(&b)
+	expect("b being deleted", map[string]int{"team-a": 1})
+	c.Forget(types.NamespacedName{Namespace: "team-a", Name: "a"})
+	c.Forget(types.NamespacedName{Namespace: "team-a", Name: "b"})
+	expect("all gone", map[string]int{"team-a": 0, "team-b": 1})
+	if len(c.names) != 1 {
+		t.Errorf("counts of %d namespaces kept, want 1", len(c.names))
+	}
+}

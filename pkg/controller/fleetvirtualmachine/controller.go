@@ -65,8 +65,12 @@ type Reconciler struct {
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
-	// shapes holds each FleetVirtualMachine's VM shape per generation.
-	shapes capacity.ShapeCache
+	// shapes holds each FleetVirtualMachine's VM shape per generation,
+	// recorded by an event handler on the FleetVirtualMachine informer;
+	// shapesObserved tells whether that handler has seen the informer's
+	// initial list (SetupWithManager).
+	shapes         capacity.ShapeCache
+	shapesObserved func() bool
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch

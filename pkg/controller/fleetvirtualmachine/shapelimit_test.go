@@ -86,10 +86,21 @@ func TestShapeLimit(t *testing.T) {
 			}
 		}
 	}
-	check("as created", map[string]bool{
+	asCreated := map[string]bool{
 		"team-a/first": false, "team-a/second": false, "team-a/third": true, "team-a/like-first": false,
 		"team-b/b1": false, "team-b/b2": false,
-	})
+	}
+	check("as created", asCreated)
+
+	// Once the informer's handler has recorded them all, the answers
+	// come from the counted shapes, and are the same: team-b (two shapes)
+	// reads nothing, team-a (three) still reads its namespace.
+	for _, o := range objs {
+		r.shapes.Observe(o)
+	}
+	r.shapesObserved = func() bool { return true }
+	check("observed", asCreated)
+	r.shapesObserved = nil
 
 	// second takes first's shape: team-a has two shapes again, third's
 	// among them, so third is no longer held back; its new generation is

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -59,6 +62,15 @@ func (r *Reconciler) validationOptions() validation.Options {
 // the others (fleetVMsOverShapeLimit).
 func (r *Reconciler) reconcileShapeLimit(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
 	if _, ok := r.shapes.Of(fvm); !ok {
+		return false, nil
+	}
+	// Most namespaces ask for fewer shapes than the limit: nothing
+	// namespace-wide is read. The shapes of every FleetVirtualMachine
+	// written before this one are counted once the informer's handler has
+	// recorded this one as it is (the handler sees them in order); until
+	// then, the namespace is read.
+	if r.shapesObserved != nil && r.shapesObserved() && r.shapes.Observed(fvm) &&
+		r.shapes.Distinct(fvm.Namespace) <= r.shapesPerNamespace() {
 		return false, nil
 	}
 	// Read-only and shallow: every reconcile of every FleetVirtualMachine
@@ -152,4 +164,36 @@ func refusedStatus(status *fleetv1alpha1.FleetVirtualMachineStatus, generation i
 			ObservedGeneration: generation, LastTransitionTime: now,
 		})
 	}
+}
+
+// observeShapes records every FleetVirtualMachine's shape as the
+// informer delivers it, so the shape limit needs no read of a whole
+// namespace while it holds.
+func (r *Reconciler) observeShapes(mgr ctrl.Manager) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &fleetv1alpha1.FleetVirtualMachine{})
+	if err != nil {
+		return fmt.Errorf("FleetVirtualMachine informer: %w", err)
+	}
+	observe := func(obj any) {
+		if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+			r.shapes.Observe(fvm)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+				r.shapes.Forget(client.ObjectKeyFromObject(fvm))
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("observe FleetVirtualMachine shapes: %w", err)
+	}
+	r.shapesObserved = reg.HasSynced
+	return nil
 }

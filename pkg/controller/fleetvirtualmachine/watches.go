@@ -117,6 +117,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		workers = 4
 	}
 	r.alarms = newAlarms(r.Clock)
+	if err := r.observeShapes(mgr); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		WatchesRawSource(source.Channel(r.alarms.events, &handler.EnqueueRequestForObject{}))
 	if r.ImageEvents != nil {
