@@ -190,17 +190,27 @@ func otherSpoke(not ...string) string {
 	return ""
 }
 
+// runningToMove starts watching the namespace's servers and creates a
+// one-copy FleetVirtualMachine "web" booting from a container disk (its
+// VM may exist on two clusters while it moves), and waits until it runs;
+// it returns the watch, the FleetVirtualMachine and its cluster.
+func runningToMove(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVirtualMachine, string) {
+	t.Helper()
+	srv := watchServers(t, ns)
+	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(2, "2Gi").ContainerDisk("quay.io/containerdisks/fedora:41").Obj()
+	createLimited(t, fvm, 2)
+	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
+	return srv, fvm, from
+}
+
 // TestMoveRestartMakeBeforeBreak moves a VM that boots from a container
 // disk to another cluster, the cluster left for FleetVM to pick: the VM
 // ends ready there, its copy on the first cluster is deleted (the one VM
 // deletion), and it never had two servers.
 func TestMoveRestartMakeBeforeBreak(t *testing.T) {
 	const ns = "move-restart"
-	srv := watchServers(t, ns)
-	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(2, "2Gi").ContainerDisk("quay.io/containerdisks/fedora:41").Obj()
-	createLimited(t, fvm, 2)
+	srv, fvm, from := runningToMove(t, ns)
 	key := client.ObjectKeyFromObject(fvm)
-	from := names(waitFVM(t, key, "running on one cluster", running(1)))[0]
 	mark := vms.mark()
 
 	m := newMove(ns, "to-anywhere", "web", from, "")
@@ -239,11 +249,8 @@ func TestMoveRestartMakeBeforeBreak(t *testing.T) {
 // target's copy is removed, and the move says why.
 func TestMoveRollsBackWhenTheTargetNeverGetsReady(t *testing.T) {
 	const ns = "move-never-ready"
-	srv := watchServers(t, ns)
-	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(2, "2Gi").ContainerDisk("quay.io/containerdisks/fedora:41").Obj()
-	createLimited(t, fvm, 2)
+	srv, fvm, from := runningToMove(t, ns)
 	key := client.ObjectKeyFromObject(fvm)
-	from := names(waitFVM(t, key, "running on one cluster", running(1)))[0]
 	to := otherSpoke(from)
 	vm := vmclaim.Identity(fvm)
 	mark := vms.mark()
@@ -293,11 +300,8 @@ func TestMoveRollsBackWhenTheTargetNeverGetsReady(t *testing.T) {
 // is known stopped before the source's starts again, then removed.
 func TestMoveRollsBackWhenTheTargetCannotStart(t *testing.T) {
 	const ns = "move-cannot-start"
-	srv := watchServers(t, ns)
-	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(2, "2Gi").ContainerDisk("quay.io/containerdisks/fedora:41").Obj()
-	createLimited(t, fvm, 2)
+	srv, fvm, from := runningToMove(t, ns)
 	key := client.ObjectKeyFromObject(fvm)
-	from := names(waitFVM(t, key, "running on one cluster", running(1)))[0]
 	to := otherSpoke(from)
 	vm := vmclaim.Identity(fvm)
 	mark := vms.mark()
