@@ -93,7 +93,7 @@ func TestPlanDrain(t *testing.T) {
 WAVE  NAMESPACE  FLEETVM  NODE  METHOD   TO  REASON
 1     apps       cache    n2    Restart  -   no other cluster qualifies (kubectl fleetvm explain cache -n apps)
 1     vms        api      n1    Restart  d   -
-2     vms        db       n1    -        -   the VM keeps data of its own (volume data: PersistentVolumeClaim db-data); moving data (cold or live) is not built yet
+2     vms        db       n1    -        -   the VM keeps data of its own that no method can move: volume data: PersistentVolumeClaim db-data is not made by the VM, so the target cannot make it
 3     vms        web      n1    Restart  c   -
 
 Summary: 4 copies, 2 with a target, 2 cannot move

@@ -29,6 +29,12 @@ import (
 // manifest fails on a real cluster too.
 const FailingHostSuffix = ".fail.invalid"
 
+// DataAnnotation on a PersistentVolumeClaim stands for the data on it: a
+// test writes it on a VM's claim as a marker, and a claim CDI imports from
+// an export's volume URL gets the exported claim's, as the bytes would
+// travel on a real cluster.
+const DataAnnotation = "simulator.kubevirt.io/data"
+
 // Reasons the simulator writes into CDI conditions, as CDI does.
 const (
 	// reasonImportError is the DataVolume Ready and Running reason of a
@@ -90,8 +96,8 @@ func ownedByVM(dv *cdiv1beta1.DataVolume) bool {
 // CDI's populated claim looks once an import is done. Size, access modes,
 // storage class and volume mode come from spec.pvc or spec.storage;
 // ReadWriteOnce and 1Gi where the DataVolume leaves them to CDI's storage
-// profiles and size detection.
-func (s *Simulator) ensureClaim(ctx context.Context, dv *cdiv1beta1.DataVolume) error {
+// profiles and size detection. data is the new claim's DataAnnotation.
+func (s *Simulator) ensureClaim(ctx context.Context, dv *cdiv1beta1.DataVolume, data string) error {
 	key := client.ObjectKeyFromObject(dv)
 	existing := &corev1.PersistentVolumeClaim{}
 	if err := s.client.Get(ctx, key, existing); err == nil {
@@ -109,6 +115,9 @@ func (s *Simulator) ensureClaim(ctx context.Context, dv *cdiv1beta1.DataVolume) 
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dv, cdiv1beta1.SchemeGroupVersion.WithKind("DataVolume"))},
 		},
 		Spec: claimSpec(dv),
+	}
+	if data != "" {
+		pvc.Annotations = map[string]string{DataAnnotation: data}
 	}
 	if err := s.client.Create(ctx, pvc); err != nil {
 		if apierrors.IsAlreadyExists(err) {

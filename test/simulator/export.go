@@ -482,24 +482,45 @@ func parseExportURL(raw string) (exportRef, bool) {
 // ServesExport tells whether rawURL is a volume URL that a Ready export on
 // this simulator's cluster issued: an internal link of the export whose
 // service the host names, or an external link through this cluster's
-// export proxy (Options.ExportProxyHost). The test fleet wires it into the
-// other spokes' Options.Exports.
+// export proxy (Options.ExportProxyHost).
 func (s *Simulator) ServesExport(ctx context.Context, rawURL string) (bool, error) {
+	_, served, err := s.exportedClaim(ctx, rawURL)
+	return served, err
+}
+
+// ExportedData is what the volume URL serves when a Ready export of this
+// cluster issued it (served): the DataAnnotation of the claim it exports.
+// The test fleet wires it into the other spokes' Options.Exports.
+func (s *Simulator) ExportedData(ctx context.Context, rawURL string) (string, bool, error) {
+	key, served, err := s.exportedClaim(ctx, rawURL)
+	if err != nil || !served {
+		return "", served, err
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := s.client.Get(ctx, key, pvc); err != nil {
+		return "", false, client.IgnoreNotFound(err)
+	}
+	return pvc.Annotations[DataAnnotation], true, nil
+}
+
+// exportedClaim is the claim a Ready export of this cluster serves at
+// rawURL, if one does.
+func (s *Simulator) exportedClaim(ctx context.Context, rawURL string) (client.ObjectKey, bool, error) {
 	ref, ok := parseExportURL(rawURL)
 	if !ok || (ref.external && (s.exportProxyHost == "" || ref.host != s.exportProxyHost)) {
-		return false, nil
+		return client.ObjectKey{}, false, nil
 	}
 	var candidates []exportv1beta1.VirtualMachineExport
 	if ref.external {
 		ex := &exportv1beta1.VirtualMachineExport{}
 		if err := s.client.Get(ctx, client.ObjectKey{Namespace: ref.namespace, Name: ref.name}, ex); err != nil {
-			return false, client.IgnoreNotFound(err)
+			return client.ObjectKey{}, false, client.IgnoreNotFound(err)
 		}
 		candidates = append(candidates, *ex)
 	} else {
 		var list exportv1beta1.VirtualMachineExportList
 		if err := s.client.List(ctx, &list, client.InNamespace(ref.namespace)); err != nil {
-			return false, fmt.Errorf("list VirtualMachineExports in %s: %w", ref.namespace, err)
+			return client.ObjectKey{}, false, fmt.Errorf("list VirtualMachineExports in %s: %w", ref.namespace, err)
 		}
 		for _, ex := range list.Items {
 			if exportServiceName(ex.Name) == ref.service {
@@ -518,13 +539,29 @@ func (s *Simulator) ServesExport(ctx context.Context, rawURL string) (bool, erro
 			for _, v := range link.Volumes {
 				for _, f := range v.Formats {
 					if f.Url == rawURL {
-						return true, nil
+						return client.ObjectKey{Namespace: ex.Namespace, Name: v.Name}, true, nil
 					}
 				}
 			}
 		}
 	}
-	return false, nil
+	return client.ObjectKey{}, false, nil
+}
+
+// importedData is the DataAnnotation an import's claim gets: the exported
+// claim's for an import from an export's volume URL (this cluster's, or
+// another's through Options.Exports), "" for any other source.
+func (s *Simulator) importedData(ctx context.Context, dv *cdiv1beta1.DataVolume) (string, error) {
+	if dv.Spec.Source == nil || dv.Spec.Source.HTTP == nil {
+		return "", nil
+	}
+	raw := dv.Spec.Source.HTTP.URL
+	data, served, err := s.ExportedData(ctx, raw)
+	if err != nil || served || s.exports == nil {
+		return data, err
+	}
+	data, _, err = s.exports(ctx, raw)
+	return data, err
 }
 
 // exportImportFailure tells why an import from an export URL fails, or ""
@@ -549,7 +586,7 @@ func (s *Simulator) exportImportFailure(ctx context.Context, dv *cdiv1beta1.Data
 		if s.exports == nil {
 			return fmt.Sprintf("Unable to connect to http data source: dial tcp: lookup %s: no such host", ref.host), nil
 		}
-		if served, err = s.exports(ctx, raw); err != nil {
+		if _, served, err = s.exports(ctx, raw); err != nil {
 			return "", err
 		}
 	}

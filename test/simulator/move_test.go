@@ -232,6 +232,16 @@ func TestImportFromExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := waitExport(t, src.Client, ns, "db", exportv1beta1.Ready, simulator.ReasonExportPodReady)
+	// The data on the exported disk, which an import carries.
+	marker := "written on spoke by " + t.Name()
+	root := &corev1.PersistentVolumeClaim{}
+	if err := get(ctx, src.Client, ns, "db-root", root); err != nil {
+		t.Fatal(err)
+	}
+	root.Annotations = map[string]string{simulator.DataAnnotation: marker}
+	if err := src.Client.Update(ctx, root); err != nil {
+		t.Fatal(err)
+	}
 
 	failSrc := cluster(t, "spoke", failNS)
 	stoppedVMWithDisk(t, failSrc, failNS, "db")
@@ -282,8 +292,12 @@ func TestImportFromExport(t *testing.T) {
 				}
 				return
 			}
-			if err := get(ctx, dst.Client, ns, name, &corev1.PersistentVolumeClaim{}); err != nil {
-				t.Errorf("claim of an import from the export: %v", err)
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := get(ctx, dst.Client, ns, name, pvc); err != nil {
+				t.Fatalf("claim of an import from the export: %v", err)
+			}
+			if got := pvc.Annotations[simulator.DataAnnotation]; got != marker {
+				t.Errorf("claim imported from the export holds data %q, want the exported claim's %q", got, marker)
 			}
 		})
 	}

@@ -71,7 +71,7 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 
-	dvsReady, dvWait, err := s.dataVolumes(ctx, vm)
+	dvs, dvWait, err := s.dataVolumes(ctx, vm)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -97,11 +97,11 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	var wait time.Duration
 	switch {
 	case RunStrategy(vm) == kubevirtv1.RunStrategyWaitAsReceiver:
-		wait, err = s.receive(ctx, vm, vmi, dvsReady, status)
+		wait, err = s.receive(ctx, vm, vmi, dvs, status)
 	case ShouldRun(vm, vmi != nil):
-		wait, err = s.run(ctx, vm, vmi, dvsReady, status)
+		wait, err = s.run(ctx, vm, vmi, dvs, status)
 	default:
-		wait, err = s.stop(ctx, vm, vmi, status)
+		wait, err = s.stop(ctx, vm, vmi, dvs, status)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -124,14 +124,14 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // run moves a VM that should run towards Running.
-func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvsReady bool, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvs disks, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
 	now := metav1.NewTime(s.clock.Now())
 	if vmi == nil {
 		st.Created, st.Ready = false, false
 		setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
-		if !dvsReady || st.PrintableStatus == "" {
-			if st.PrintableStatus != kubevirtv1.VirtualMachineStatusProvisioning {
-				st.PrintableStatus = kubevirtv1.VirtualMachineStatusProvisioning
+		if !dvs.ready || st.PrintableStatus == "" {
+			if want := provisioning(dvs); st.PrintableStatus != want {
+				st.PrintableStatus = want
 				s.stepped(vm.UID)
 			}
 			return 0, nil
@@ -249,9 +249,9 @@ func (s *Simulator) setRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMa
 // shows WaitingForReceiver; while a migration fills it, Starting then
 // Migrating; once the migration completed, the instance runs like any
 // other.
-func (s *Simulator) receive(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvsReady bool, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+func (s *Simulator) receive(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvs disks, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
 	if vmi != nil && received(vmi) {
-		return s.run(ctx, vm, vmi, dvsReady, st)
+		return s.run(ctx, vm, vmi, dvs, st)
 	}
 	now := metav1.NewTime(s.clock.Now())
 	st.Ready = false
@@ -259,9 +259,9 @@ func (s *Simulator) receive(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 	removeVMCondition(st, kubevirtv1.VirtualMachineFailure)
 	want := kubevirtv1.VirtualMachineStatusWaitingForReceiver
 	switch {
-	case vmi == nil && !dvsReady:
+	case vmi == nil && !dvs.ready:
 		st.Created = false
-		want = kubevirtv1.VirtualMachineStatusProvisioning
+		want = provisioning(dvs)
 	case vmi == nil:
 		if ok, wait := s.due(vm.UID); !ok {
 			return wait, nil
@@ -341,8 +341,20 @@ func describe(requests corev1.ResourceList) string {
 	return strings.Join(parts, ", ")
 }
 
-// stop moves a VM that should not run towards Stopped.
-func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
+// provisioning is the printableStatus of a VM without an instance whose
+// disks are not ready: DataVolumeError when one failed, else
+// Provisioning. KubeVirt ranks both above Starting and Stopped.
+func provisioning(dvs disks) kubevirtv1.VirtualMachinePrintableStatus {
+	if dvs.failed {
+		return kubevirtv1.VirtualMachineStatusDataVolumeError
+	}
+	return kubevirtv1.VirtualMachineStatusProvisioning
+}
+
+// stop moves a VM that should not run towards Stopped: Provisioning (or
+// DataVolumeError) instead while its disks are not ready, as KubeVirt
+// shows a stopped VM whose DataVolumes import.
+func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvs disks, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
 	now := metav1.NewTime(s.clock.Now())
 	st.Ready = false
 	setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
@@ -364,8 +376,12 @@ func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi
 			return wait, nil
 		}
 	}
-	if st.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
-		st.PrintableStatus = kubevirtv1.VirtualMachineStatusStopped
+	want := kubevirtv1.VirtualMachineStatusStopped
+	if !dvs.ready {
+		want = provisioning(dvs)
+	}
+	if st.PrintableStatus != want {
+		st.PrintableStatus = want
 		s.stepped(vm.UID)
 	}
 	return 0, nil

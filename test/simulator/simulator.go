@@ -82,7 +82,7 @@ type Simulator struct {
 	statusSubresource map[string]bool
 
 	exportProxyHost string
-	exports         func(ctx context.Context, url string) (bool, error)
+	exports         func(ctx context.Context, url string) (string, bool, error)
 	syncAddress     string
 	network         *SyncNetwork
 	faults          Faults
@@ -112,11 +112,12 @@ type Options struct {
 	// Exports stands in for the network from this cluster's CDI to the
 	// other clusters' export proxies, which the simulator cannot see: an
 	// import whose http URL is an external export link of another host
-	// asks it whether a Ready export serves that URL, and fails when not.
-	// The test fleet wires it to the other spokes' ServesExport; a URL that
+	// asks it whether a Ready export serves that URL (and what: the
+	// exported claim's DataAnnotation), and fails when not. The test fleet
+	// wires it to the other spokes' ExportedData (Peers does); a URL that
 	// none serves then reads as 404 Not Found, whatever its host. Nil:
 	// other hosts do not resolve and such imports fail.
-	Exports func(ctx context.Context, url string) (ready bool, err error)
+	Exports func(ctx context.Context, url string) (data string, served bool, err error)
 	// SyncAddress is this cluster's synchronization controller address,
 	// which KubeVirt reports in migrations' status.synchronizationAddresses
 	// and which a source migration names in spec.sendTo.connectURL.

@@ -105,8 +105,8 @@ func cluster(t *testing.T, name, ns string) *fleetenv.Cluster {
 // proxyHost is the host of a spoke's export proxy, syncAddress the
 // address of its synchronization controller: what the simulators' stand-ins
 // for the network between the spokes route by.
-func proxyHost(spoke string) string   { return "virt-exportproxy." + spoke + ".invalid" }
-func syncAddress(spoke string) string { return "sync." + spoke + ".invalid:9185" }
+func proxyHost(spoke string) string   { return simulator.ProxyHost(spoke) }
+func syncAddress(spoke string) string { return simulator.SyncAddress(spoke) }
 
 // Prefixes of the namespaces (and migration IDs) where the simulators play
 // the failures of a move: an exporter that fails, a receiver that never
@@ -127,16 +127,7 @@ var faults = simulator.Faults{
 // wired together as a fleet: one SyncNetwork, and each one's Exports asking
 // the others.
 func startSimulators(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error) {
-	network := simulator.NewSyncNetwork()
-	var sims []*simulator.Simulator
-	exports := func(ctx context.Context, url string) (bool, error) {
-		for _, s := range sims {
-			if ok, err := s.ServesExport(ctx, url); ok || err != nil {
-				return ok, err
-			}
-		}
-		return false, nil
-	}
+	peers := simulator.NewPeers(faults)
 	var managers []ctrl.Manager
 	for _, spoke := range f.Spokes {
 		// One simulator per spoke in one process: the controllers' names repeat.
@@ -146,12 +137,11 @@ func startSimulators(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, 
 		if err != nil {
 			return nil, err
 		}
-		sim := simulator.New(simulator.Options{Client: mgr.GetClient(), ExportProxyHost: proxyHost(spoke.Name), Exports: exports,
-			SyncAddress: syncAddress(spoke.Name), SyncNetwork: network, Faults: faults})
+		sim := simulator.New(peers.Options(spoke.Name, simulator.Options{Client: mgr.GetClient()}))
 		if err := sim.SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
-		sims = append(sims, sim)
+		peers.Add(spoke.Name, sim)
 		managers = append(managers, mgr)
 	}
 	stopped := fleetrun.Runners{}

@@ -61,11 +61,18 @@ func (s *Simulator) writeVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMac
 	return s.writeStatus(ctx, vm, "virtualmachines")
 }
 
-// dataVolumes creates the VM's DataVolumes from its templates and moves
-// each one import step. It tells whether all are Succeeded, and how long
-// to wait for the next step.
-func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachine) (bool, time.Duration, error) {
-	ready := true
+// disks is the state of a VM's DataVolumes.
+type disks struct {
+	// ready: all are Succeeded; failed: one has Failed.
+	ready, failed bool
+}
+
+// dataVolumes creates the VM's DataVolumes from its templates (whether
+// the VM runs or not, as KubeVirt does) and moves each one import step.
+// It tells whether all are Succeeded or one Failed, and how long to wait
+// for the next step.
+func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachine) (disks, time.Duration, error) {
+	ready, failed := true, false
 	var wait time.Duration
 	for i := range vm.Spec.DataVolumeTemplates {
 		t := &vm.Spec.DataVolumeTemplates[i]
@@ -73,7 +80,7 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 		key := client.ObjectKey{Namespace: vm.Namespace, Name: t.Name}
 		if err := s.client.Get(ctx, key, dv); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return false, 0, fmt.Errorf("get DataVolume %s: %w", key, err)
+				return disks{}, 0, fmt.Errorf("get DataVolume %s: %w", key, err)
 			}
 			dv = &cdiv1beta1.DataVolume{
 				ObjectMeta: metav1.ObjectMeta{
@@ -84,7 +91,7 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 				Spec: *t.Spec.DeepCopy(),
 			}
 			if err := s.client.Create(ctx, dv); err != nil && !apierrors.IsAlreadyExists(err) {
-				return false, 0, fmt.Errorf("create DataVolume %s: %w", key, err)
+				return disks{}, 0, fmt.Errorf("create DataVolume %s: %w", key, err)
 			}
 			ready = false
 			continue
@@ -93,13 +100,14 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 			continue
 		}
 		ready = false
+		failed = failed || dv.Status.Phase == cdiv1beta1.Failed
 		w, err := s.stepDataVolume(ctx, dv)
 		if err != nil {
-			return false, 0, err
+			return disks{}, 0, err
 		}
 		wait = minPositive(wait, w)
 	}
-	return ready, wait, nil
+	return disks{ready: ready, failed: failed}, wait, nil
 }
 
 // stepDataVolume moves an import one step: Pending while its DataSource
@@ -116,7 +124,7 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 		return 0, nil
 	}
 	if dv.Status.Phase == cdiv1beta1.Succeeded {
-		return 0, s.ensureClaim(ctx, dv)
+		return 0, s.ensureClaim(ctx, dv, "")
 	}
 	if ok, wait := s.due(dv.UID); !ok {
 		return wait, nil
@@ -153,7 +161,11 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 			p = 0
 		}
 		if p >= 100 {
-			if err := s.ensureClaim(ctx, dv); err != nil {
+			data, err := s.importedData(ctx, dv)
+			if err != nil {
+				return 0, err
+			}
+			if err := s.ensureClaim(ctx, dv, data); err != nil {
 				return 0, err
 			}
 			st.Phase = cdiv1beta1.Succeeded

@@ -10,30 +10,37 @@ import (
 // per move, its phases in its status, kept once it ends.
 //
 // The move is make-before-break and never runs two servers: the VM is
-// prepared on the target while the source still serves, then stopped on
-// the source, started on the target, and the source's copy is removed
-// only once the target's is ready. If anything fails or the timeout
+// prepared on the target while the source still serves (Restart), or its
+// disks are copied there once it stopped on the source (Cold); then it is
+// started on the target, and the source's copy is removed only once the
+// target's is ready. If anything fails or the timeout
 // passes, the target's copy is stopped and removed and the source's
 // started again; the status says why.
 
 // MoveMethod is how the VM and its data reach the target cluster.
-// +kubebuilder:validation:Enum=Auto;Restart
+// +kubebuilder:validation:Enum=Auto;Restart;Cold
 type MoveMethod string
 
 const (
 	// MoveMethodAuto chooses the method from the VM: Restart when it keeps
-	// no data of its own. A VM from git must name its method: the hub
-	// cannot read its disks.
+	// no data of its own, Cold when it does. A VM from git must name its
+	// method: the hub cannot read its disks.
 	MoveMethodAuto MoveMethod = "Auto"
 	// MoveMethodRestart starts the VM on the target from the same
 	// definition and images (FleetDiskImages, container disks): for a VM
 	// whose disks are made from images, not for one that keeps data of its
 	// own, which it would lose.
 	MoveMethodRestart MoveMethod = "Restart"
+	// MoveMethodCold stops the VM on the source, exports its disks there
+	// with KubeVirt's VirtualMachineExport, imports them on the target
+	// with CDI and starts it there: for a VM whose disks of its own are
+	// DataVolumes of its spec.dataVolumeTemplates. The VM is down from
+	// its stop on the source until it is ready on the target.
+	MoveMethodCold MoveMethod = "Cold"
 )
 
 // MovePhase is where a move stands.
-// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Verifying;Completing;Succeeded;RollingBack;Failed
+// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Copying;Verifying;Completing;Succeeded;RollingBack;Failed
 type MovePhase string
 
 const (
@@ -45,6 +52,9 @@ const (
 	MovePreparing MovePhase = "Preparing"
 	// MoveSwitching: the VM is being stopped on the source.
 	MoveSwitching MovePhase = "Switching"
+	// MoveCopying (Cold): the VM is stopped on the source, which exports
+	// its disks; the target imports them into the VM, created stopped.
+	MoveCopying MovePhase = "Copying"
 	// MoveVerifying: the VM is started on the target, not ready yet.
 	MoveVerifying MovePhase = "Verifying"
 	// MoveCompleting: the VM is ready on the target; the source's copy is
@@ -140,6 +150,11 @@ type FleetVirtualMachineMoveStatus struct {
 	// hand-over runs from it until the VM is ready on the target.
 	// +optional
 	StoppedTime *metav1.Time `json:"stoppedTime,omitempty"`
+
+	// copiedTime is when the target reported the VM's disks imported
+	// (Cold).
+	// +optional
+	CopiedTime *metav1.Time `json:"copiedTime,omitempty"`
 
 	// readyTime is when the VM was found ready on the target.
 	// +optional

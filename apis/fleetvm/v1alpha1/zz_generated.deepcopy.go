@@ -540,6 +540,10 @@ func (in *FleetVirtualMachineMoveStatus) DeepCopyInto(out *FleetVirtualMachineMo
 		in, out := &in.StoppedTime, &out.StoppedTime
 		*out = (*in).DeepCopy()
 	}
+	if in.CopiedTime != nil {
+		in, out := &in.CopiedTime, &out.CopiedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.ReadyTime != nil {
 		in, out := &in.ReadyTime, &out.ReadyTime
 		*out = (*in).DeepCopy()

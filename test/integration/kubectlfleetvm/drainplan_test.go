@@ -95,7 +95,7 @@ func TestDrainDryRun(t *testing.T) {
 
 WAVE  NAMESPACE   FLEETVM  NODE    METHOD   TO      REASON
 1     drain-plan  api      node-1  Restart  plan-c  -
-1     drain-plan  db       node-2  -        -       the VM keeps data of its own (volume data: PersistentVolumeClaim db-data); moving data (cold or live) is not built yet
+1     drain-plan  db       node-2  -        -       the VM keeps data of its own that no method can move: volume data: PersistentVolumeClaim db-data is not made by the VM, so the target cannot make it
 2     drain-plan  lonely   node-1  Restart  -       no other cluster qualifies (kubectl fleetvm explain lonely -n drain-plan)
 3     drain-plan  web      node-1  Restart  plan-e  -
 

@@ -10,13 +10,20 @@ import (
 )
 
 // MethodFor says how a FleetVirtualMachine's VM can move, or why it
-// cannot: Restart when every disk is made anew from an image (a
-// FleetDiskImage of spec.diskImages, a container disk) or holds nothing
-// to keep (cloud-init, config maps, secrets, empty or ephemeral disks).
-// A disk of its own (a PersistentVolumeClaim, a DataVolume that imports,
-// uploads or clones anything else, a host disk) holds data a restart
-// would lose: such a VM does not move by Restart. A VM from git names its
-// method, since the hub cannot read its disks (asked).
+// cannot.
+//
+//   - Restart when every disk is made anew from an image (a FleetDiskImage
+//     of spec.diskImages, a container disk) or holds nothing to keep
+//     (cloud-init, config maps, secrets, empty or ephemeral disks).
+//   - Cold when its disks of its own are all DataVolumes of its
+//     spec.dataVolumeTemplates: KubeVirt exports a stopped VM's volumes,
+//     and the target's VM imports them into the same templates.
+//   - None when a disk of its own is anything else (a PersistentVolumeClaim
+//     or DataVolume the VM does not own, a host disk): the target could
+//     not make it.
+//
+// A VM from git names its method, since the hub cannot read its disks
+// (asked): only Restart.
 func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveMethod) (fleetv1alpha1.MoveMethod, string) {
 	if fvm.Spec.Template == nil {
 		if asked == fleetv1alpha1.MoveMethodRestart {
@@ -28,10 +35,39 @@ func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveM
 	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
 		return "", "spec.template does not decode: " + err.Error()
 	}
-	if own := OwnData(&vm, fvm.Spec.DiskImages); own != "" {
-		return "", "the VM keeps data of its own (" + own + "); moving data (cold or live) is not built yet"
+	own := OwnData(&vm, fvm.Spec.DiskImages)
+	if own == "" {
+		if asked == fleetv1alpha1.MoveMethodCold {
+			// Nothing to lose either way; Cold copies what the disks hold now.
+			return fleetv1alpha1.MoveMethodCold, ""
+		}
+		return fleetv1alpha1.MoveMethodRestart, ""
 	}
-	return fleetv1alpha1.MoveMethodRestart, ""
+	if why := notCopyable(&vm); why != "" {
+		return "", "the VM keeps data of its own that no method can move: " + why
+	}
+	return fleetv1alpha1.MoveMethodCold, ""
+}
+
+// notCopyable names the first disk of its own a Cold move cannot copy
+// ("": none): one that is not a DataVolume of spec.dataVolumeTemplates.
+func notCopyable(vm *kubevirtv1.VirtualMachine) string {
+	templates := map[string]bool{}
+	for _, t := range vm.Spec.DataVolumeTemplates {
+		templates[t.Name] = true
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		s := v.VolumeSource
+		switch {
+		case s.DataVolume != nil && !templates[s.DataVolume.Name]:
+			return fmt.Sprintf("volume %s: DataVolume %s is not one of spec.dataVolumeTemplates, so the target cannot make it", v.Name, s.DataVolume.Name)
+		case s.PersistentVolumeClaim != nil:
+			return fmt.Sprintf("volume %s: PersistentVolumeClaim %s is not made by the VM, so the target cannot make it", v.Name, s.PersistentVolumeClaim.ClaimName)
+		case s.HostDisk != nil:
+			return fmt.Sprintf("volume %s: host disk %s stays on its node", v.Name, s.HostDisk.Path)
+		}
+	}
+	return ""
 }
 
 // OwnData names the first disk of the VM that holds data of its own ("":

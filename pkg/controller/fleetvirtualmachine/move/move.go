@@ -4,14 +4,18 @@
 // does meanwhile. Like placement.Decide it is a pure function of explicit
 // inputs, the clock included.
 //
-// The rule is make-before-break without two servers: the VM is created
-// stopped on the target (its disks provisioned there) while the source
-// still serves; then it is stopped on the source; once the source
-// reports it stopped it is started on the target; once the target reports
-// it ready the source's copy is removed. A failure or the timeout before
-// the VM is ready on the target rolls back: the target's copy is stopped
-// (confirmed stopped when it may have started) and removed, and the
-// source's is started again.
+// The rule is make-before-break without two servers. Restart: the VM is
+// created stopped on the target (its disks provisioned there) while the
+// source still serves; then it is stopped on the source. Cold: it is
+// stopped on the source first, which exports its disks (KubeVirt's
+// VirtualMachineExport); then it is created stopped on the target, whose
+// CDI imports them. Either way, once the source reports it stopped and the
+// target reports it stopped with its disks ready, it is started on the
+// target; once the target reports it ready the source's copy is removed.
+// A failure or the timeout before the VM is ready on the target rolls
+// back: the target's copy is stopped (confirmed stopped when it may have
+// started) and removed, the export ends, and the source's copy is started
+// again.
 package move
 
 import (
@@ -82,6 +86,17 @@ type Input struct {
 	WaitFor string
 	// Deleting: the FleetVirtualMachine is being deleted.
 	Deleting bool
+	// Export is the state of the source's export of the VM's disks (Cold).
+	Export Export
+}
+
+// Export is what the hub knows of a Cold move's export.
+type Export struct {
+	// Ready: the source serves every disk through its export proxy, and
+	// the target holds what its import needs to read them.
+	Ready bool
+	// Failed says why the export cannot serve ("" while it may).
+	Failed string
 }
 
 // Output is the step's result.
@@ -96,6 +111,9 @@ type Output struct {
 	// RemoveFrom: the source's copy is removed now; RemoveTo: the
 	// target's is (the move rolled back).
 	RemoveFrom, RemoveTo bool
+	// Export: the source exports the VM's disks now (Cold). Import: the
+	// target's VM imports its disks from that export.
+	Export, Import bool
 	// LookAgain is when the timeout passes (0: no deadline pending).
 	LookAgain time.Duration
 }
@@ -173,9 +191,13 @@ func Step(in Input) Output {
 		case target == "":
 			target = in.Targets[0]
 		}
-		st.Phase, st.Method, st.To, st.StartTime = fleetv1alpha1.MovePreparing, method, target, &now
-		st.Message = fmt.Sprintf("preparing the VM, stopped, on %s while %s serves", target, from)
+		st.Method, st.To, st.StartTime = method, target, &now
 		to = target
+		if method == fleetv1alpha1.MoveMethodCold {
+			st.Phase, st.Message = fleetv1alpha1.MoveSwitching, fmt.Sprintf("stopping the VM on %s to copy its disks to %s", from, to)
+			return cold(in, st, now, timeout)
+		}
+		st.Phase, st.Message = fleetv1alpha1.MovePreparing, fmt.Sprintf("preparing the VM, stopped, on %s while %s serves", target, from)
 		fallthrough
 
 	case fleetv1alpha1.MovePreparing:
@@ -193,7 +215,10 @@ func Step(in Input) Output {
 		st.Phase, st.Message = fleetv1alpha1.MoveSwitching, fmt.Sprintf("stopping the VM on %s", from)
 		fallthrough
 
-	case fleetv1alpha1.MoveSwitching:
+	case fleetv1alpha1.MoveSwitching, fleetv1alpha1.MoveCopying:
+		if st.Method == fleetv1alpha1.MoveMethodCold {
+			return cold(in, st, now, timeout)
+		}
 		if over, _ := deadline(); over {
 			return rollBack(fmt.Sprintf("the VM was not reported stopped on %s within %s (%s)", from, timeout, reported(in.Copies[from])))
 		}
@@ -214,7 +239,7 @@ func Step(in Input) Output {
 			return rollBack(fmt.Sprintf("the VM failed on %s: %s", to, bad))
 		}
 		if !arrived(in.Copies[to], in.RunStrategy) {
-			out = Output{Status: st, Target: to, Halt: []string{from}}
+			out = Output{Status: st, Target: to, Halt: []string{from}, Import: imports(st)}
 			_, out.LookAgain = deadline()
 			return out
 		}
@@ -224,7 +249,7 @@ func Step(in Input) Output {
 
 	case fleetv1alpha1.MoveCompleting:
 		if c := in.Copies[from]; c.Present {
-			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true}
+			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true, Import: imports(st)}
 		}
 		st.Phase, st.CompletionTime = fleetv1alpha1.MoveSucceeded, &now
 		st.Message = fmt.Sprintf("the VM runs on %s; its copy on %s is removed", to, from)
@@ -236,13 +261,80 @@ func Step(in Input) Output {
 	return fail(fmt.Sprintf("unknown phase %q", st.Phase))
 }
 
-// rollingBack holds the target's copy stopped and removes it; the source
-// stays stopped until the target's copy is known not to run (it may have
-// started once the source had stopped), then starts again.
+// cold runs the Cold method's own phases: Switching stops the VM on the
+// source, whose export (asked from the start: KubeVirt serves it once the
+// VM stopped) then serves its disks; Copying creates the VM stopped on the
+// target, importing them, until the target reports it stopped with its
+// disks ready. Then Verifying starts it there, as for Restart.
+func cold(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time, timeout time.Duration) Output {
+	from, to := in.Move.Spec.From, st.To
+	left := st.StartTime.Add(timeout).Sub(in.Now)
+	rollBack := func(reason string) Output {
+		st.Phase, st.Message = fleetv1alpha1.MoveRollingBack, "rolling back: "+reason
+		return rollingBack(in, st, now)
+	}
+	if st.Phase == fleetv1alpha1.MoveSwitching {
+		if left <= 0 {
+			return rollBack(fmt.Sprintf("the VM was not reported stopped on %s within %s (%s)", from, timeout, reported(in.Copies[from])))
+		}
+		if !in.Copies[from].stopped() {
+			return Output{Status: st, Halt: []string{from}, Export: true, LookAgain: left}
+		}
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveCopying, &now
+		st.Message = fmt.Sprintf("exporting the VM's disks on %s", from)
+	}
+	switch {
+	case left <= 0:
+		return rollBack(fmt.Sprintf("the VM's disks were not copied to %s within %s (%s)", to, timeout, reported(in.Copies[to])))
+	case in.Export.Failed != "":
+		return rollBack(fmt.Sprintf("the export of the VM's disks on %s failed: %s", from, in.Export.Failed))
+	case !in.Export.Ready:
+		return Output{Status: st, Halt: []string{from}, Export: true, LookAgain: left}
+	}
+	if bad := failed(in.Copies[to]); bad != "" {
+		return rollBack(fmt.Sprintf("the VM's disks cannot be imported on %s: %s", to, bad))
+	}
+	if !in.Copies[to].stopped() {
+		st.Message = fmt.Sprintf("importing the VM's disks on %s from %s", to, from)
+		return Output{Status: st, Target: to, Halt: []string{from, to}, Export: true, Import: true, LookAgain: left}
+	}
+	st.Phase, st.CopiedTime = fleetv1alpha1.MoveVerifying, &now
+	st.Message = fmt.Sprintf("starting the VM on %s", to)
+	return Step(Input{Now: in.Now, Move: withStatus(in.Move, st), RunStrategy: in.RunStrategy, Method: in.Method,
+		Refused: in.Refused, Copies: in.Copies, Deleting: in.Deleting, Export: in.Export})
+}
+
+// withStatus is m with status st.
+func withStatus(m *fleetv1alpha1.FleetVirtualMachineMove, st fleetv1alpha1.FleetVirtualMachineMoveStatus) *fleetv1alpha1.FleetVirtualMachineMove {
+	m = m.DeepCopy()
+	m.Status = st
+	return m
+}
+
+// imports tells whether the target's VM is rendered importing its disks
+// from the source's export: from the Cold copy on, until the move ends,
+// so that Argo CD never sees the definition change under a running move.
+func imports(st fleetv1alpha1.FleetVirtualMachineMoveStatus) bool {
+	return st.Method == fleetv1alpha1.MoveMethodCold
+}
+
+// released tells whether the target's VM may have been started: once the
+// source stopped (Restart), once the disks were copied (Cold).
+func released(st fleetv1alpha1.FleetVirtualMachineMoveStatus) bool {
+	if st.Method == fleetv1alpha1.MoveMethodCold {
+		return st.CopiedTime != nil
+	}
+	return st.StoppedTime != nil
+}
+
+// rollingBack holds the target's copy stopped and removes it (a Cold
+// move's export ends with the phase); the source stays stopped until the
+// target's copy is known not to run (it may have started once released),
+// then starts again.
 func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) Output {
 	from, to := in.Move.Spec.From, st.To
 	c := in.Copies[to]
-	mayRun := st.StoppedTime != nil && c.Present && !c.stopped()
+	mayRun := released(st) && c.Present && !c.stopped()
 	if mayRun {
 		return Output{Status: st, Target: to, Halt: []string{from, to}}
 	}

@@ -35,12 +35,16 @@ type world struct {
 	copies map[string]Copy
 	now    time.Time
 	out    Output
+	// method is the method the VM allows (Restart when unset); export
+	// the source's export.
+	method fleetv1alpha1.MoveMethod
+	export Export
 }
 
 func (w *world) step() Output {
 	w.t.Helper()
-	w.out = Step(Input{Now: w.now, Move: w.move, RunStrategy: fleetv1alpha1.RunStrategyAlways, Method: fleetv1alpha1.MoveMethodRestart,
-		Copies: w.copies, Targets: []string{"b", "c"}})
+	w.out = Step(Input{Now: w.now, Move: w.move, RunStrategy: fleetv1alpha1.RunStrategyAlways,
+		Method: cmpOr(w.method, fleetv1alpha1.MoveMethodRestart), Copies: w.copies, Targets: []string{"b", "c"}, Export: w.export})
 	w.move.Status = w.out.Status
 	return w.out
 }
@@ -107,6 +111,154 @@ func TestMoveRunsMakeBeforeBreak(t *testing.T) {
 	w.expect(fleetv1alpha1.MoveSucceeded)
 	if w.out.Target != "" || w.out.Status.CompletionTime == nil {
 		t.Fatalf("a succeeded move still targets %q, completion %v", w.out.Target, w.out.Status.CompletionTime)
+	}
+}
+
+func cmpOr(a, b fleetv1alpha1.MoveMethod) fleetv1alpha1.MoveMethod {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// expectCold checks what a Cold step asks of delivery besides the holds.
+func (w *world) expectCold(target string, export, imports bool) {
+	w.t.Helper()
+	if w.out.Target != target || w.out.Export != export || w.out.Import != imports {
+		w.t.Fatalf("in %s: target %q export %v import %v, want %q %v %v", w.out.Status.Phase, w.out.Target, w.out.Export, w.out.Import, target, export, imports)
+	}
+}
+
+func TestMoveColdCopiesTheDisks(t *testing.T) {
+	w := &world{t: t, move: newMove(""), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold}
+
+	// The VM stops on a first: its disks can be exported only then. The
+	// export is asked at once; nothing is delivered to b yet.
+	w.step()
+	w.expect(fleetv1alpha1.MoveSwitching, "a")
+	w.expectCold("", true, false)
+	if w.out.Status.To != "b" || w.out.Status.Method != fleetv1alpha1.MoveMethodCold {
+		t.Fatalf("to %q method %q, want b, Cold", w.out.Status.To, w.out.Status.Method)
+	}
+	w.copies["a"] = Copy{Present: true, Reported: true, PrintableStatus: "Stopping", RunStrategy: "Halted"}
+	w.step()
+	w.expect(fleetv1alpha1.MoveSwitching, "a")
+
+	// a stopped: the export serves once KubeVirt says so.
+	w.now = t0.Add(time.Minute)
+	w.copies["a"] = halted()
+	w.step()
+	w.expect(fleetv1alpha1.MoveCopying, "a")
+	w.expectCold("", true, false)
+	if !w.out.Status.StoppedTime.Time.Equal(w.now) {
+		t.Fatalf("stoppedTime %v", w.out.Status.StoppedTime)
+	}
+
+	// Ready: b gets the VM, held stopped, importing from the export.
+	w.export.Ready = true
+	w.step()
+	w.expect(fleetv1alpha1.MoveCopying, "a", "b")
+	w.expectCold("b", true, true)
+	w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "Provisioning", RunStrategy: "Halted"}
+	w.step()
+	w.expect(fleetv1alpha1.MoveCopying, "a", "b")
+
+	// Imported: b starts; the export ends; b keeps its rendering.
+	w.now = t0.Add(3 * time.Minute)
+	w.copies["b"] = halted()
+	w.step()
+	w.expect(fleetv1alpha1.MoveVerifying, "a")
+	w.expectCold("b", false, true)
+	if !w.out.Status.CopiedTime.Time.Equal(w.now) {
+		t.Fatalf("copiedTime %v", w.out.Status.CopiedTime)
+	}
+	w.copies["b"] = running()
+	w.now = t0.Add(4 * time.Minute)
+	w.step()
+	w.expect(fleetv1alpha1.MoveCompleting, "a")
+	w.expectCold("b", false, true)
+	if !w.out.RemoveFrom {
+		t.Fatal("a's copy kept once b is ready")
+	}
+	delete(w.copies, "a")
+	w.step()
+	w.expect(fleetv1alpha1.MoveSucceeded)
+	w.expectCold("", false, false)
+}
+
+func TestMoveColdRollsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		drive func(w *world)
+		// reason is in the message; bPresent: b has a copy to remove.
+		reason   string
+		bPresent bool
+	}{{
+		name: "source never stops",
+		drive: func(w *world) {
+			w.now = t0.Add(DefaultTimeout)
+		},
+		reason: "not reported stopped on a within 15m0s",
+	}, {
+		name: "export fails",
+		drive: func(w *world) {
+			w.copies["a"] = halted()
+			w.step()
+			w.export.Failed = "KubeVirt reports Unknown"
+		},
+		reason: "the export of the VM's disks on a failed: KubeVirt reports Unknown",
+	}, {
+		name: "import fails",
+		drive: func(w *world) {
+			w.copies["a"] = halted()
+			w.export.Ready = true
+			w.step()
+			w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "DataVolumeError", RunStrategy: "Halted"}
+		},
+		reason:   "cannot be imported on b: KubeVirt reports DataVolumeError",
+		bPresent: true,
+	}, {
+		name: "import too slow",
+		drive: func(w *world) {
+			w.copies["a"] = halted()
+			w.export.Ready = true
+			w.step()
+			w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "Provisioning", RunStrategy: "Halted"}
+			w.now = t0.Add(DefaultTimeout)
+		},
+		reason:   "not copied to b within 15m0s (last reported Provisioning)",
+		bPresent: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &world{t: t, move: newMove(""), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold}
+			w.step()
+			tc.drive(w)
+			w.step()
+			// Without a copy on b, the rollback ends in the same step.
+			want := fleetv1alpha1.MoveFailed
+			if tc.bPresent {
+				want = fleetv1alpha1.MoveRollingBack
+			}
+			if w.out.Status.Phase != want || !strings.Contains(w.out.Status.Message, tc.reason) {
+				t.Fatalf("phase %s message %q, want %s with %q", w.out.Status.Phase, w.out.Status.Message, want, tc.reason)
+			}
+			if w.out.Export {
+				t.Fatal("the export stays while rolling back: the source could not start")
+			}
+			if tc.bPresent {
+				// b never started: a starts again at once, b goes.
+				w.expect(fleetv1alpha1.MoveRollingBack, "b")
+				if !w.out.RemoveTo {
+					t.Fatal("b's copy kept")
+				}
+				delete(w.copies, "b")
+				w.step()
+			}
+			w.expect(fleetv1alpha1.MoveFailed)
+			if !strings.HasSuffix(w.out.Status.Message, "the VM stays on a") {
+				t.Fatalf("message %q", w.out.Status.Message)
+			}
+		})
 	}
 }
 
@@ -239,6 +391,9 @@ func TestMethodFor(t *testing.T) {
 		"template":{"spec":{"domain":{},"volumes":[{"name":"root","dataVolume":{"name":"root"}}]}}}}`
 	const ownDisk = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{
 		"template":{"spec":{"domain":{},"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"db"}}]}}}}`
+	const hostDisk = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{
+		"dataVolumeTemplates":[{"metadata":{"name":"root"},"spec":{"sourceRef":{"kind":"DataSource","name":"rhel9"}}}],
+		"template":{"spec":{"domain":{},"volumes":[{"name":"root","dataVolume":{"name":"root"}},{"name":"scratch","hostDisk":{"path":"/x"}}]}}}}`
 	for _, tc := range []struct {
 		name   string
 		fvm    *fleetv1alpha1.FleetVirtualMachine
@@ -248,8 +403,11 @@ func TestMethodFor(t *testing.T) {
 	}{
 		{name: "container disk", fvm: fvm(containerDisk), want: fleetv1alpha1.MoveMethodRestart},
 		{name: "FleetDiskImage", fvm: fvm(fromImage, "rhel9"), want: fleetv1alpha1.MoveMethodRestart},
-		{name: "DataSource not a listed image", fvm: fvm(fromImage), refuse: "volume root: DataVolume root, not from a FleetDiskImage"},
-		{name: "PVC", fvm: fvm(ownDisk), asked: fleetv1alpha1.MoveMethodRestart, refuse: "volume data: PersistentVolumeClaim db"},
+		{name: "container disk, Cold", fvm: fvm(containerDisk), asked: fleetv1alpha1.MoveMethodCold, want: fleetv1alpha1.MoveMethodCold},
+		{name: "DataSource not a listed image", fvm: fvm(fromImage), want: fleetv1alpha1.MoveMethodCold},
+		{name: "own data, Restart asked", fvm: fvm(fromImage), asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodCold},
+		{name: "PVC", fvm: fvm(ownDisk), refuse: "volume data: PersistentVolumeClaim db is not made by the VM"},
+		{name: "host disk", fvm: fvm(hostDisk), refuse: "host disk /x stays on its node"},
 		{name: "git, Auto", fvm: &fleetv1alpha1.FleetVirtualMachine{}, refuse: "spec.method must be Restart for a VM from git"},
 		{name: "git, Restart", fvm: &fleetv1alpha1.FleetVirtualMachine{}, asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodRestart},
 	} {
