@@ -43,6 +43,8 @@ type Options struct {
 	// CapacityDebounce, CapacityResync and ScoreValidity tune the agents'
 	// capacity scores (the agent's defaults when 0).
 	CapacityDebounce, CapacityResync, ScoreValidity time.Duration
+	// Faults are the failures the spokes' KubeVirt simulators play.
+	Faults simulator.Faults
 }
 
 // FleetVM is FleetVM running on a fleet, as Run started it.
@@ -58,7 +60,10 @@ type FleetVM struct {
 	mu     sync.Mutex
 	agents map[string]context.CancelFunc
 	hubCfg map[string]*rest.Config
-	wg     sync.WaitGroup
+	// peers wires the spokes' simulators together: exports read across
+	// clusters, one migration network.
+	peers *simulator.Peers
+	wg    sync.WaitGroup
 	// stopHub stops fleetvm-hub's manager and returns once it stopped.
 	stopHub func()
 }
@@ -77,7 +82,8 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	r := &FleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{}}
+	r := &FleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{},
+		peers: simulator.NewPeers(opts.Faults)}
 	var err error
 	if r.Argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, opts.ArgoNamespace); err == nil {
 		err = r.Argo.Setup(ctx)
@@ -194,7 +200,7 @@ func (r *FleetVM) StartAgent(cluster string) error {
 		defer r.wg.Done()
 		_ = agent.Run(ctx, agent.Options{
 			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
-			Logger: r.opts.Logger, AlsoRun: simulator.RunBeside(0),
+			Logger: r.opts.Logger, AlsoRun: r.peers.RunBeside(cluster, 0),
 			CapacityDebounce: r.opts.CapacityDebounce, CapacityResync: r.opts.CapacityResync, ScoreValidity: r.opts.ScoreValidity,
 			Clock: r.agentClock(),
 		})

@@ -176,6 +176,10 @@ type Fleet struct {
 	chart *chartRepo
 	git   *gitRepo
 	argo  *argoCD
+	// peers wires the spokes' KubeVirt simulators together, as the
+	// network between real clusters would: a Cold move's target reads the
+	// source's export.
+	peers *simulator.Peers
 	// controllerManagers run the garbage collector of each cluster.
 	controllerManagers []*process
 	cancel             context.CancelFunc
@@ -510,6 +514,14 @@ func (f *Fleet) runHub(ctx context.Context, log logr.Logger) error {
 	return nil
 }
 
+// simulators is the wiring of the spokes' simulators, made once.
+func (f *Fleet) simulators() *simulator.Peers {
+	if f.peers == nil {
+		f.peers = simulator.NewPeers(simulator.Faults{})
+	}
+	return f.peers
+}
+
 // runAgent runs a spoke's fleetvm-agent with the KubeVirt simulator. On
 // the hub it acts as the identity the addon registers for it (user and
 // groups of its client certificate), so it has exactly the addon's hub
@@ -526,7 +538,7 @@ func (f *Fleet) runAgent(ctx context.Context, cluster string, opts Options) erro
 		done <- agent.Run(ctx, agent.Options{
 			ClusterName: cluster, SpokeConfig: spokeCfg, HubConfig: hubCfg,
 			Logger:           opts.Logger.WithName("fleetvm-agent"),
-			AlsoRun:          simulator.RunBeside(opts.SimulatorStepDelay),
+			AlsoRun:          f.simulators().RunBeside(cluster, opts.SimulatorStepDelay),
 			CapacityDebounce: time.Second,
 		})
 	}()

@@ -8,6 +8,7 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -88,6 +89,14 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return []string{o.(*fleetv1alpha1.FleetVirtualMachineMove).Spec.FleetVirtualMachine}
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexMoveFleetVM, err)
+	}
+	if err := indexer.IndexField(ctx, &workv1.ManifestWork{}, IndexMoveWork, func(o client.Object) []string {
+		if k := moveWorkKey(o); k != "" {
+			return []string{k}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexMoveWork, err)
 	}
 	if err := indexer.IndexField(ctx, &clusterv1.ManagedCluster{}, IndexDraining, func(o client.Object) []string {
 		if Draining(o.(*clusterv1.ManagedCluster)) {

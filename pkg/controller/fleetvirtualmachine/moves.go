@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -45,6 +46,9 @@ func Draining(mc *clusterv1.ManagedCluster) bool {
 type stepped struct {
 	move *fleetv1alpha1.FleetVirtualMachineMove
 	out  move.Output
+	// imp is what the target's VM imports (Cold; nil until the export
+	// serves).
+	imp *delivery.Import
 }
 
 // drainingClusters are the clusters that carry the drain taint.
@@ -110,6 +114,15 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 			}
 			in.Targets = targets
 		}
+		var imp *delivery.Import
+		in.Export = move.Export{}
+		if m.Status.Method == fleetv1alpha1.MoveMethodCold && move.Started(m) {
+			var err error
+			if in.Export, imp, err = r.readExport(ctx, s.fvm, m); err != nil {
+				s.fail(err)
+				return true
+			}
+		}
 		out := move.Step(in)
 		if !equality.Semantic.DeepEqual(out.Status, m.Status) {
 			before := m.DeepCopy()
@@ -123,7 +136,7 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 			r.recordMove(s.fvm, m, before.Status)
 		}
 		if move.Active(m) {
-			s.moves = append(s.moves, stepped{move: m, out: out})
+			s.moves = append(s.moves, stepped{move: m, out: out, imp: imp})
 		}
 		// A target new to the FleetVirtualMachine is read as any of its
 		// clusters: its labels (the environment it is placed for) and sets.
@@ -186,6 +199,18 @@ func (s *scope) decisionMoves() []placement.Move {
 		}
 		out = append(out, placement.Move{Name: st.move.Name, From: st.move.Spec.From, To: st.out.Target,
 			RemoveFrom: st.out.RemoveFrom, RemoveTo: st.out.RemoveTo})
+	}
+	return out
+}
+
+// imports are the clusters whose VM a Cold move renders importing its
+// disks from the source's export.
+func (s *scope) imports() map[string]*delivery.Import {
+	out := map[string]*delivery.Import{}
+	for _, st := range s.moves {
+		if st.out.Import && st.imp != nil {
+			out[st.out.Target] = st.imp
+		}
 	}
 	return out
 }

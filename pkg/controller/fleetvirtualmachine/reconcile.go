@@ -84,6 +84,9 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 	if err := r.failMovesOfGone(ctx, key); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.deleteMoveWorks(ctx, key, nil); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.sweepReleased(ctx, key.Namespace)
 }
 
@@ -223,8 +226,10 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 // their VM) or released (without).
 func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	var result ctrl.Result
+	// A Cold move's export is up before its target imports from it.
+	s.fail(r.ensureMoveWorks(ctx, s))
 	if s.deliverOK {
-		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.held())
+		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.held(), s.imports())
 		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.Delivered()))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,6 +138,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, reports).
 		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(fleetVMOfMove)).
+		// A Cold move's export feedback.
+		Watches(&workv1.ManifestWork{}, byLabels, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return moveWorkKey(o) != "" }))).
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).

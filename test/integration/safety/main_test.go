@@ -19,6 +19,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
+	"github.com/fleetvm/fleetvm/test/simulator"
 )
 
 const (
@@ -48,6 +50,9 @@ const (
 	grace = 5 * time.Minute
 	// wait bounds every wait for the fleet to act.
 	wait = 60 * time.Second
+	// nsExportFails prefixes the namespaces whose exports fail on every
+	// spoke (the simulator's fault).
+	nsExportFails = "export-fails"
 	// Each spoke has one node of 16 CPUs: a 12-CPU VM leaves room for no
 	// second one, so its cluster's fit score for its shape falls to 0.
 	nodeCPU, nodeMemory = "16", "64Gi"
@@ -104,6 +109,9 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 	fleetVM, err = fleetrun.Run(ctx, f, fleetrun.Options{
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
+		Faults: simulator.Faults{
+			ExportFails: func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
+		},
 	})
 	return err
 }

@@ -16,13 +16,16 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/simulator"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
@@ -343,6 +346,138 @@ func fill(t *testing.T, cluster, cpu string) {
 	})
 }
 
+// dataOn writes the data marker on a claim of a spoke: what a Cold move
+// must carry.
+func dataOn(t *testing.T, cluster string, claim types.NamespacedName, data string) {
+	t.Helper()
+	c := fleet.Spoke(cluster).Client
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		if err := c.Get(t.Context(), claim, pvc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		before := pvc.DeepCopy()
+		pvc.Annotations = map[string]string{simulator.DataAnnotation: data}
+		return true, c.Patch(t.Context(), pvc, client.MergeFrom(before))
+	}); err != nil {
+		t.Fatalf("claim %s on %s: %v", claim, cluster, err)
+	}
+}
+
+// dataIn is the data marker of a claim on a spoke ("" without one or
+// without the claim).
+func dataIn(t *testing.T, cluster string, claim types.NamespacedName) string {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := fleet.Spoke(cluster).Client.Get(t.Context(), claim, pvc); err != nil {
+		return ""
+	}
+	return pvc.Annotations[simulator.DataAnnotation]
+}
+
+// noMoveWorks waits until the hub holds no ManifestWork of the
+// FleetVirtualMachine's moves: the export and import end with the move.
+func noMoveWorks(t *testing.T, fvm client.ObjectKey) {
+	t.Helper()
+	var works workv1.ManifestWorkList
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		err := fleet.Hub.Client.List(t.Context(), &works, client.HasLabels{move.LabelMove},
+			client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace})
+		return err == nil && len(works.Items) == 0, err
+	}); err != nil {
+		t.Fatalf("the move's ManifestWorks stay (%d): %v", len(works.Items), err)
+	}
+}
+
+// runningWithData creates a one-copy FleetVirtualMachine "db" whose VM
+// keeps a data disk of its own, waits until it runs, and writes the data
+// marker on its disk; it returns the servers' watch, the
+// FleetVirtualMachine, its cluster and the marker.
+func runningWithData(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVirtualMachine, string, string) {
+	t.Helper()
+	srv := watchServers(t, ns)
+	fvm := utiltesting.MakeFleetVM(ns, "db").Clusters(1).Template(ownData("db")).Obj()
+	createLimited(t, fvm, 2)
+	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
+	data := "written on " + from + " by " + t.Name()
+	dataOn(t, from, types.NamespacedName{Namespace: ns, Name: "db-data"}, data)
+	return srv, fvm, from, data
+}
+
+// TestMoveColdCarriesTheData moves a VM with a data disk of its own: it
+// stops on the first cluster, KubeVirt exports its disk there, CDI on
+// the target imports it (the data marker arrives), the VM starts there,
+// and only then is the first cluster's copy deleted. It never has two
+// servers, and the export's works go with the move.
+func TestMoveColdCarriesTheData(t *testing.T) {
+	const ns = "move-cold"
+	srv, fvm, from, data := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	m := newMove(ns, "cold", "db", from, "")
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMove(t, client.ObjectKeyFromObject(m), "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveSucceeded || m.Status.Method != fleetv1alpha1.MoveMethodCold {
+		t.Fatalf("move ended %s by %q: %s", m.Status.Phase, m.Status.Method, m.Status.Message)
+	}
+	to := m.Status.To
+	waitFVM(t, key, "running on "+to+" only", runningOn(to))
+	if got := dataIn(t, to, types.NamespacedName{Namespace: ns, Name: "db-data"}); got != data {
+		t.Errorf("the VM's disk on %s holds %q, want the data written on %s: %q", to, got, from, data)
+	}
+	if vmOn(t, from, vm) {
+		t.Errorf("the VM is still on %s", from)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: from, VM: vm})
+	noMoveWorks(t, key)
+	srv.check(t)
+	st := m.Status
+	if st.StoppedTime == nil || st.CopiedTime == nil || st.ReadyTime == nil {
+		t.Fatalf("times of the move: stopped %v copied %v ready %v", st.StoppedTime, st.CopiedTime, st.ReadyTime)
+	}
+	d, ok := srv.handOver(vm.Name, from, to)
+	if !ok {
+		t.Fatalf("no hand-over seen from %s to %s", from, to)
+	}
+	t.Logf("Cold move %s -> %s: hand-over (server gone on %s until ready on %s) %s", from, to, from, to, d.Round(time.Millisecond))
+}
+
+// TestMoveColdRollsBackWhenTheExportFails: the source's exporter pod
+// fails (the simulator's fault for this namespace), so the disks cannot
+// be copied. The move fails with the reason, the VM starts again where
+// it was, nothing is deleted and the export's works go.
+func TestMoveColdRollsBackWhenTheExportFails(t *testing.T) {
+	const ns = nsExportFails + "-cold"
+	srv, fvm, from, data := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	m := newMove(ns, "cold", "db", from, "")
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMove(t, client.ObjectKeyFromObject(m), "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveFailed || !strings.Contains(m.Status.Message, "the export of the VM's disks on "+from+" failed: its exporter pod failed") ||
+		!strings.HasSuffix(m.Status.Message, "the VM stays on "+from) {
+		t.Fatalf("move ended %s: %q", m.Status.Phase, m.Status.Message)
+	}
+	waitFVM(t, key, "running on "+from+" only", runningOn(from))
+	if !srv.wentAway(vm.Name, from) {
+		t.Errorf("the VM never stopped on %s: a Cold move exports a stopped VM", from)
+	}
+	if got := dataIn(t, from, types.NamespacedName{Namespace: ns, Name: "db-data"}); got != data {
+		t.Errorf("the VM's disk on %s holds %q after the rollback, want %q", from, got, data)
+	}
+	expectDeletions(t, mark, ns)
+	noMoveWorks(t, key)
+	srv.check(t)
+}
+
 // setDrain adds or removes a cluster's drain taint.
 func setDrain(t *testing.T, cluster string, on bool) {
 	t.Helper()
@@ -371,8 +506,8 @@ func ownData(name string) *runtime.RawExtension {
 }
 
 // TestDrainMovesEveryCopy drains a cluster running 20 FleetVirtualMachine
-// copies (on two nodes; 18 boot from a container disk, 2 keep data of
-// their own) into two others with room for 14: every copy ends moved or
+// copies (on two nodes; 18 boot from a container disk and move by
+// Restart, 2 keep data of their own and move Cold) into two others with room for 14: every copy ends moved or
 // listed as unable to move with its reason, no more than 5 moves run at
 // once nor 2 off one node, no VM ever has two servers, and each VM
 // deleted is a moved copy's source.
@@ -503,9 +638,12 @@ func TestDrainMovesEveryCopy(t *testing.T) {
 		}
 		waitFVM(t, key, "still running on "+drained, runningOn(drained))
 	}
-	for _, own := range []string{"vm-18", "vm-19"} {
-		if !strings.Contains(unable[own], "keeps data of its own") {
-			t.Errorf("%s: %q, want it unable to move for data of its own", own, unable[own])
+	// The two with data of their own move Cold, or stay for want of room.
+	for _, m := range moves.Items {
+		if own := m.Spec.FleetVirtualMachine; own == "vm-18" || own == "vm-19" {
+			if m.Status.Method != fleetv1alpha1.MoveMethodCold {
+				t.Errorf("%s moved by %q (%s: %s), want Cold", own, m.Status.Method, m.Status.Phase, m.Status.Message)
+			}
 		}
 	}
 	// 14 fit; moves started together may find the same last room taken

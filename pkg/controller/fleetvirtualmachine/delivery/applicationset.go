@@ -3,6 +3,7 @@ package delivery
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -45,7 +46,28 @@ type Target struct {
 	// target is prepared stopped, its source stopped before the target
 	// starts.
 	RunStrategy fleetv1alpha1.RunStrategy `json:"runStrategy,omitempty"`
+	// Import makes this cluster's VM import its disks from another
+	// cluster's export while a Cold move copies them (nil: none).
+	Import *Import `json:"-"`
 }
+
+// Import is where a cluster's VM reads its disks from during a Cold move:
+// every dataVolumeTemplate named in URLs imports over HTTP from the
+// source cluster's VirtualMachineExport instead of its own source, as
+// KubeVirt documents importing an export on another cluster.
+type Import struct {
+	// URLs are the export's volume URLs, by DataVolume template name.
+	URLs map[string]string
+	// HeaderSecret is the Secret, beside the VM, holding the export
+	// token header; CAConfigMap the ConfigMap holding the export proxy's
+	// CA ("" when the export names none).
+	HeaderSecret, CAConfigMap string
+}
+
+// dataVolumesParam is the element key of the dataVolumeTemplates of each
+// cluster (base64 JSON, "" for the definition's own), present only while
+// some target imports its disks.
+const dataVolumesParam = "{{.dataVolumeTemplates}}"
 
 // runStrategyParam is the element key of the run strategy of each
 // cluster, present only while some target's is held.
@@ -127,9 +149,13 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 	// While a move holds a cluster's VM in another state than
 	// spec.runStrategy, every element carries its run strategy; otherwise
 	// none does, and the ApplicationSet is as it always was.
-	held := false
+	held, importing := false, false
 	for _, t := range targets {
 		held = held || t.RunStrategy != ""
+		importing = importing || t.Import != nil
+	}
+	if importing && fvm.Spec.Template == nil {
+		return nil, fmt.Errorf("a VM from git cannot import its disks from an export")
 	}
 	runStrategy := string(fvm.Spec.RunStrategy)
 	if held {
@@ -142,6 +168,16 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		el := map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)}
 		if held {
 			el["runStrategy"] = string(cmp.Or(t.RunStrategy, fvm.Spec.RunStrategy))
+		}
+		if importing {
+			el["dataVolumeTemplates"] = ""
+			if t.Import != nil {
+				dvs, err := r.importedDataVolumes(fvm, vm.Name, vm.Namespace, t.Import)
+				if err != nil {
+					return nil, err
+				}
+				el["dataVolumeTemplates"] = dvs
+			}
 		}
 		raw, err := json.Marshal(el)
 		if err != nil {
@@ -175,6 +211,12 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		if held {
 			// Argo CD's parameters win over valuesObject.
 			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy})
+		}
+		if importing {
+			// The fleetvm-vm chart replaces the VM's dataVolumeTemplates
+			// with these when set.
+			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters,
+				argov1alpha1.HelmParameter{Name: "dataVolumeTemplates", Value: dataVolumesParam, ForceString: true})
 		}
 	default:
 		src := fvm.Spec.Source
@@ -294,6 +336,20 @@ func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy 
 // spec.runStrategy winning over the template), escaped so the
 // ApplicationSet's Go templating leaves it untouched.
 func (r Renderer) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string) ([]byte, error) {
+	vm, err := r.renderedVM(fvm, vmName, vmNamespace)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]any{"vm": escapeValue(vm)}
+	b, err := json.Marshal(values)
+	if err != nil {
+		return nil, fmt.Errorf("encode chart values: %w", err)
+	}
+	return b, nil
+}
+
+// renderedVM is the VirtualMachine the chart renders, before escaping.
+func (r Renderer) renderedVM(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string) (map[string]any, error) {
 	var vm map[string]any
 	if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
 		return nil, fmt.Errorf("decode spec.template: %w", err)
@@ -325,13 +381,48 @@ func (r Renderer) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vm
 	r.pointAtImages(fvm, spec)
 	vm["spec"] = spec
 	delete(vm, "status")
+	return vm, nil
+}
 
-	values := map[string]any{"vm": escapeValue(vm)}
-	b, err := json.Marshal(values)
+// importedDataVolumes is the VM's spec.dataVolumeTemplates as the chart
+// values render them, with every template imp names reading from the
+// export instead (base64 of their JSON): an http source with the token
+// header and the proxy's CA, and no sourceRef.
+func (r Renderer) importedDataVolumes(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string, imp *Import) (string, error) {
+	vm, err := r.renderedVM(fvm, vmName, vmNamespace)
 	if err != nil {
-		return nil, fmt.Errorf("encode chart values: %w", err)
+		return "", err
 	}
-	return b, nil
+	spec, _ := vm["spec"].(map[string]any)
+	templates, _ := spec["dataVolumeTemplates"].([]any)
+	for _, e := range templates {
+		t, _ := e.(map[string]any)
+		if t == nil {
+			continue
+		}
+		meta, _ := t["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		url, ok := imp.URLs[name]
+		if !ok {
+			continue
+		}
+		dvSpec, _ := t["spec"].(map[string]any)
+		if dvSpec == nil {
+			dvSpec = map[string]any{}
+		}
+		delete(dvSpec, "sourceRef")
+		http := map[string]any{"url": url, "secretExtraHeaders": []any{imp.HeaderSecret}}
+		if imp.CAConfigMap != "" {
+			http["certConfigMap"] = imp.CAConfigMap
+		}
+		dvSpec["source"] = map[string]any{"http": http}
+		t["spec"] = dvSpec
+	}
+	b, err := json.Marshal(templates)
+	if err != nil {
+		return "", fmt.Errorf("encode dataVolumeTemplates: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
 }
 
 // pointAtImages makes every dataVolumeTemplate that clones a FleetDiskImage

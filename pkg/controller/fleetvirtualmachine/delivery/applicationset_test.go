@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 
@@ -170,5 +171,73 @@ func TestApplicationSetHoldsAMovingCopy(t *testing.T) {
 	params := held.Spec.Template.Spec.Source.Helm.Parameters
 	if diff := cmp.Diff(argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, params[len(params)-1]); diff != "" {
 		t.Fatalf("run strategy parameter (-want +got):\n%s", diff)
+	}
+}
+
+// TestApplicationSetImportsTheMovingDisks: the target of a Cold move gets
+// the VM's dataVolumeTemplates reading from the source's export (the
+// FleetDiskImage clone too: its disk was written since), through a
+// parameter the fleetvm-vm chart applies; every other cluster renders its
+// own definition.
+func TestApplicationSetImportsTheMovingDisks(t *testing.T) {
+	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm"}}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "vms"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+			DiskImages: []fleetv1alpha1.DiskImageReference{{Name: "rhel9"}},
+			Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{
+				"dataVolumeTemplates":[
+					{"metadata":{"name":"db-root"},"spec":{"sourceRef":{"kind":"DataSource","name":"rhel9"},"storage":{"resources":{"requests":{"storage":"30Gi"}}}}},
+					{"metadata":{"name":"db-data"},"spec":{"source":{"blank":{}},"storage":{"resources":{"requests":{"storage":"100Gi"}}}}}],
+				"template":{"spec":{"domain":{}}}}}`)}},
+	}
+	imp := &Import{HeaderSecret: "h", CAConfigMap: "ca", URLs: map[string]string{
+		"db-root": "https://proxy.a/api/export.kubevirt.io/v1beta1/namespaces/vms/virtualmachineexports/e/volumes/db-root/disk.img.gz",
+		"db-data": "https://proxy.a/api/export.kubevirt.io/v1beta1/namespaces/vms/virtualmachineexports/e/volumes/db-data/disk.img.gz",
+	}}
+	a, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted},
+		{Name: "b", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Import: imp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := a.Spec.Template.Spec.Source.Helm.Parameters
+	if diff := cmp.Diff(argov1alpha1.HelmParameter{Name: "dataVolumeTemplates", Value: "{{.dataVolumeTemplates}}", ForceString: true}, params[len(params)-1]); diff != "" {
+		t.Fatalf("dataVolumeTemplates parameter (-want +got):\n%s", diff)
+	}
+	var els []map[string]string
+	for _, e := range a.Spec.Generators[0].List.Elements {
+		m := map[string]string{}
+		if err := json.Unmarshal(e.Raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		els = append(els, m)
+	}
+	if v, ok := els[0]["dataVolumeTemplates"]; !ok || v != "" {
+		t.Fatalf("the source's element: dataVolumeTemplates %q (present %v), want present and empty", v, ok)
+	}
+	raw, err := base64.StdEncoding.DecodeString(els[1]["dataVolumeTemplates"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{
+		{"metadata": map[string]any{"name": "db-root"}, "spec": map[string]any{
+			"source":  map[string]any{"http": map[string]any{"url": imp.URLs["db-root"], "secretExtraHeaders": []any{"h"}, "certConfigMap": "ca"}},
+			"storage": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "30Gi"}}}}},
+		{"metadata": map[string]any{"name": "db-data"}, "spec": map[string]any{
+			"source":  map[string]any{"http": map[string]any{"url": imp.URLs["db-data"], "secretExtraHeaders": []any{"h"}, "certConfigMap": "ca"}},
+			"storage": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "100Gi"}}}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the target's dataVolumeTemplates (-want +got):\n%s", diff)
+	}
+
+	fromGit := fvm.DeepCopy()
+	fromGit.Spec.Template, fromGit.Spec.Source = nil, &fleetv1alpha1.GitSource{RepoURL: "https://example.com/vms.git", Path: "db"}
+	if _, err := r.ApplicationSet(fromGit, "p", []Target{{Name: "b", Import: imp}}); err == nil {
+		t.Fatal("a VM from git rendered importing its disks")
 	}
 }

@@ -37,8 +37,8 @@ func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveM
 	}
 	own := OwnData(&vm, fvm.Spec.DiskImages)
 	if own == "" {
-		if asked == fleetv1alpha1.MoveMethodCold {
-			// Nothing to lose either way; Cold copies what the disks hold now.
+		if asked == fleetv1alpha1.MoveMethodCold && len(vm.Spec.DataVolumeTemplates) > 0 {
+			// Cold copies what its disks (images written since) hold now.
 			return fleetv1alpha1.MoveMethodCold, ""
 		}
 		return fleetv1alpha1.MoveMethodRestart, ""

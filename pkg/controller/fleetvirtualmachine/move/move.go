@@ -239,7 +239,7 @@ func Step(in Input) Output {
 			return rollBack(fmt.Sprintf("the VM failed on %s: %s", to, bad))
 		}
 		if !arrived(in.Copies[to], in.RunStrategy) {
-			out = Output{Status: st, Target: to, Halt: []string{from}, Import: imports(st)}
+			out = Output{Status: st, Target: to, Halt: []string{from}, Export: imports(st), Import: imports(st)}
 			_, out.LookAgain = deadline()
 			return out
 		}
@@ -249,7 +249,7 @@ func Step(in Input) Output {
 
 	case fleetv1alpha1.MoveCompleting:
 		if c := in.Copies[from]; c.Present {
-			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true, Import: imports(st)}
+			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true, Export: imports(st), Import: imports(st)}
 		}
 		st.Phase, st.CompletionTime = fleetv1alpha1.MoveSucceeded, &now
 		st.Message = fmt.Sprintf("the VM runs on %s; its copy on %s is removed", to, from)
@@ -312,8 +312,10 @@ func withStatus(m *fleetv1alpha1.FleetVirtualMachineMove, st fleetv1alpha1.Fleet
 }
 
 // imports tells whether the target's VM is rendered importing its disks
-// from the source's export: from the Cold copy on, until the move ends,
-// so that Argo CD never sees the definition change under a running move.
+// from the source's export, and the export kept for it: from the Cold
+// copy on, until the move ends, so that Argo CD never sees the
+// definition change under a running move. The source is stopped the
+// whole time; a rollback ends the export first.
 func imports(st fleetv1alpha1.FleetVirtualMachineMoveStatus) bool {
 	return st.Method == fleetv1alpha1.MoveMethodCold
 }

@@ -163,12 +163,12 @@ func TestMoveColdCopiesTheDisks(t *testing.T) {
 	w.step()
 	w.expect(fleetv1alpha1.MoveCopying, "a", "b")
 
-	// Imported: b starts; the export ends; b keeps its rendering.
+	// Imported: b starts, rendered as it was, the export kept for it.
 	w.now = t0.Add(3 * time.Minute)
 	w.copies["b"] = halted()
 	w.step()
 	w.expect(fleetv1alpha1.MoveVerifying, "a")
-	w.expectCold("b", false, true)
+	w.expectCold("b", true, true)
 	if !w.out.Status.CopiedTime.Time.Equal(w.now) {
 		t.Fatalf("copiedTime %v", w.out.Status.CopiedTime)
 	}
@@ -176,7 +176,7 @@ func TestMoveColdCopiesTheDisks(t *testing.T) {
 	w.now = t0.Add(4 * time.Minute)
 	w.step()
 	w.expect(fleetv1alpha1.MoveCompleting, "a")
-	w.expectCold("b", false, true)
+	w.expectCold("b", true, true)
 	if !w.out.RemoveFrom {
 		t.Fatal("a's copy kept once b is ready")
 	}
@@ -403,7 +403,8 @@ func TestMethodFor(t *testing.T) {
 	}{
 		{name: "container disk", fvm: fvm(containerDisk), want: fleetv1alpha1.MoveMethodRestart},
 		{name: "FleetDiskImage", fvm: fvm(fromImage, "rhel9"), want: fleetv1alpha1.MoveMethodRestart},
-		{name: "container disk, Cold", fvm: fvm(containerDisk), asked: fleetv1alpha1.MoveMethodCold, want: fleetv1alpha1.MoveMethodCold},
+		{name: "container disk, Cold", fvm: fvm(containerDisk), asked: fleetv1alpha1.MoveMethodCold, want: fleetv1alpha1.MoveMethodRestart},
+		{name: "FleetDiskImage, Cold", fvm: fvm(fromImage, "rhel9"), asked: fleetv1alpha1.MoveMethodCold, want: fleetv1alpha1.MoveMethodCold},
 		{name: "DataSource not a listed image", fvm: fvm(fromImage), want: fleetv1alpha1.MoveMethodCold},
 		{name: "own data, Restart asked", fvm: fvm(fromImage), asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodCold},
 		{name: "PVC", fvm: fvm(ownDisk), refuse: "volume data: PersistentVolumeClaim db is not made by the VM"},

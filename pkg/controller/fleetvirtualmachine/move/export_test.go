@@ -1,0 +1,83 @@
+package move
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// feedback is an export work as the work agent reports it back.
+func feedback(applied metav1.ConditionStatus, values map[string]string) *workv1.ManifestWork {
+	w := &workv1.ManifestWork{}
+	w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: applied, Message: "no such kind"}}
+	var fb []workv1.FeedbackValue
+	for k, v := range values {
+		fb = append(fb, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}})
+	}
+	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{
+		{ResourceMeta: workv1.ManifestResourceMeta{Resource: "secrets"}},
+		{ResourceMeta: workv1.ManifestResourceMeta{Resource: "virtualmachineexports"}, StatusFeedbacks: workv1.StatusFeedbackResult{Values: fb}},
+	}
+	return w
+}
+
+func TestExportState(t *testing.T) {
+	templates := []string{"db-root", "db-data"}
+	for _, tc := range []struct {
+		name     string
+		work     *workv1.ManifestWork
+		wantURLs map[string]string
+		failed   string
+	}{
+		{name: "nothing reported yet", work: feedback(metav1.ConditionTrue, nil)},
+		{name: "pending while the VM stops", work: feedback(metav1.ConditionTrue, map[string]string{feedbackPhase: "Pending", feedbackReason: "InUse"})},
+		{name: "not applied", work: feedback(metav1.ConditionFalse, nil), failed: "could not apply it: no such kind"},
+		{name: "exporter failed", work: feedback(metav1.ConditionTrue, map[string]string{feedbackPhase: "Pending", feedbackReason: "Unknown"}), failed: "its exporter pod failed"},
+		{name: "skipped", work: feedback(metav1.ConditionTrue, map[string]string{feedbackPhase: "Skipped"}), failed: "no volumes"},
+		{name: "ready without an external link", work: feedback(metav1.ConditionTrue, map[string]string{feedbackPhase: "Ready", feedbackURL + "0": "https://p/0"}),
+			failed: "no external link for volume db-data"},
+		{name: "ready", work: feedback(metav1.ConditionTrue, map[string]string{feedbackPhase: "Ready", feedbackReason: "PodReady", feedbackURL + "0": "https://p/0", feedbackURL + "1": "https://p/1"}),
+			wantURLs: map[string]string{"db-root": "https://p/0", "db-data": "https://p/1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			urls, failed := ExportState(ReadExport(tc.work), templates)
+			if (tc.failed == "") != (failed == "") || !strings.Contains(failed, tc.failed) {
+				t.Fatalf("failed %q, want %q", failed, tc.failed)
+			}
+			if diff := cmp.Diff(tc.wantURLs, urls); diff != "" {
+				t.Fatalf("urls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExportWork: the export names the VM and the token Secret the work
+// carries, and the work asks for each template's gzip URL by its name.
+func TestExportWork(t *testing.T) {
+	m := newMove("b")
+	w, err := ExportWork(m, types.NamespacedName{Namespace: "vms", Name: "web-vm"}, "s3cret", []string{"db-root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Namespace != "a" || w.Name != ExportWorkName(types.NamespacedName{Namespace: "vms", Name: "m1"}) {
+		t.Fatalf("work %s/%s", w.Namespace, w.Name)
+	}
+	if Token(w) != "s3cret" {
+		t.Fatalf("token %q", Token(w))
+	}
+	raw := string(w.Spec.Workload.Manifests[1].Raw)
+	for _, want := range []string{`"kind":"VirtualMachineExport"`, `"name":"web-vm"`, `"tokenSecretRef":"fleetvm-move-`, `"namespace":"vms"`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("export %s lacks %s", raw, want)
+		}
+	}
+	paths := w.Spec.ManifestConfigs[0].FeedbackRules[0].JsonPaths
+	if got := paths[len(paths)-1]; got.Name != "url-0" || got.Path != `.status.links.external.volumes[?(@.name=="db-root")].formats[?(@.format=="gzip")].url` {
+		t.Fatalf("url feedback %+v", got)
+	}
+}
