@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	exportv1beta1 "kubevirt.io/api/export/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -55,6 +56,11 @@ func (p *Peers) Add(cluster string, s *Simulator) {
 // RunBeside is simulator.RunBeside for cluster, wired to its peers.
 func (p *Peers) RunBeside(cluster string, stepDelay time.Duration) func(ctrl.Manager) error {
 	return func(mgr ctrl.Manager) error {
+		// fleetvm-agent's scheme has no exports; a real KubeVirt serves
+		// them beside the agent.
+		if err := exportv1beta1.AddToScheme(mgr.GetScheme()); err != nil {
+			return err
+		}
 		s := New(p.Options(cluster, Options{Client: mgr.GetClient(), StepDelay: stepDelay}))
 		if err := s.SetupWithManager(mgr); err != nil {
 			return err

@@ -70,8 +70,8 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 // setupMoves registers what plays moving VMs between clusters:
 // VirtualMachineExports and decentralized migrations. Each runs where the
 // spoke serves its kind and the manager's scheme knows it (the test
-// fleets install both CRDs; fleetvm-agent's scheme, which the local fleet
-// runs the simulator with, has no exports).
+// fleets install both CRDs; fleetvm-agent's scheme has no exports, which
+// Peers.RunBeside adds).
 func (s *Simulator) setupMoves(mgr ctrl.Manager) error {
 	serves := func(gvk schema.GroupVersionKind) bool {
 		if !mgr.GetScheme().Recognizes(gvk) {

@@ -215,6 +215,18 @@ func (s *scope) imports() map[string]*delivery.Import {
 	return out
 }
 
+// importing are the targets of Cold moves that export now and deliver
+// nothing there yet: the import's Secret needs the VM's namespace first.
+func (s *scope) importing() []string {
+	var out []string
+	for _, st := range s.moves {
+		if to := st.move.Status.To; st.out.Export && to != "" && st.out.Target == "" {
+			out = append(out, to)
+		}
+	}
+	return out
+}
+
 // held are the clusters whose VM a move holds stopped, and the moves'
 // notes for the status of the clusters they hold.
 func (s *scope) held() map[string]bool {

@@ -61,7 +61,7 @@ func (r *Reconciler) readExport(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 	if failed != "" {
 		return move.Export{Failed: failed}, nil, nil
 	}
-	if urls == nil || w.imports == nil || move.Token(w.imports) != move.Token(w.export) ||
+	if urls == nil || w.imports == nil || !move.Carries(w.imports, move.Token(w.export)) ||
 		!meta.IsStatusConditionTrue(w.imports.Status.Conditions, workv1.WorkApplied) {
 		return move.Export{}, nil, nil
 	}

@@ -230,7 +230,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	s.fail(r.ensureMoveWorks(ctx, s))
 	if s.deliverOK {
 		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.held(), s.imports())
-		s.fail(r.ensureNamespaces(ctx, s.fvm, s.outcome.Delivered()))
+		s.fail(r.ensureNamespaces(ctx, s.fvm, append(s.outcome.Delivered(), s.importing()...)))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {
 			s.fail(err)

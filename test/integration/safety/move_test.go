@@ -389,6 +389,20 @@ func noMoveWorks(t *testing.T, fvm client.ObjectKey) {
 	}
 }
 
+// logMoveWorks logs the FleetVirtualMachine's move works as the hub holds
+// them, feedback included: what a failed Cold move test needs to explain.
+func logMoveWorks(t *testing.T, fvm client.ObjectKey) {
+	var works workv1.ManifestWorkList
+	if err := fleet.Hub.Client.List(context.Background(), &works, client.HasLabels{move.LabelMove},
+		client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace}); err != nil {
+		t.Logf("list move works: %v", err)
+		return
+	}
+	for _, w := range works.Items {
+		t.Logf("ManifestWork %s/%s: conditions %+v; manifests %+v", w.Namespace, w.Name, w.Status.Conditions, w.Status.ResourceStatus.Manifests)
+	}
+}
+
 // runningWithData creates a one-copy FleetVirtualMachine "db" whose VM
 // keeps a data disk of its own, waits until it runs, and writes the data
 // marker on its disk; it returns the servers' watch, the
@@ -398,6 +412,11 @@ func runningWithData(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVir
 	srv := watchServers(t, ns)
 	fvm := utiltesting.MakeFleetVM(ns, "db").Clusters(1).Template(ownData("db")).Obj()
 	createLimited(t, fvm, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logMoveWorks(t, client.ObjectKeyFromObject(fvm))
+		}
+	})
 	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
 	data := "written on " + from + " by " + t.Name()
 	dataOn(t, from, types.NamespacedName{Namespace: ns, Name: "db-data"}, data)

@@ -133,8 +133,7 @@ func ExportWork(m *fleetv1alpha1.FleetVirtualMachineMove, vm types.NamespacedNam
 			Workload: workv1.ManifestsTemplate{Manifests: manifests},
 			ManifestConfigs: []workv1.ManifestConfigOption{{
 				ResourceIdentifier: workv1.ResourceIdentifier{Group: exportv1beta1.SchemeGroupVersion.Group, Resource: "virtualmachineexports", Namespace: vm.Namespace, Name: export.Name},
-				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
-				FeedbackScrapeType: workv1.FeedbackWatchType,
+				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
 			}},
 		},
 	}, nil
@@ -179,7 +178,13 @@ func toManifests(objs ...runtime.Object) ([]workv1.Manifest, error) {
 	return out, nil
 }
 
-// Token is the token an export work carries ("" none).
+// Carries tells whether an import work carries the header of token.
+func Carries(imports *workv1.ManifestWork, token string) bool {
+	return token != "" && Token(imports) == TokenHeader+":"+token
+}
+
+// Token is the token an export work carries ("" none); of an import work,
+// the header line.
 func Token(work *workv1.ManifestWork) string {
 	for _, mf := range work.Spec.Workload.Manifests {
 		var s corev1.Secret

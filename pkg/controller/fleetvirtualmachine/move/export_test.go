@@ -81,3 +81,27 @@ func TestExportWork(t *testing.T) {
 		t.Fatalf("url feedback %+v", got)
 	}
 }
+
+// TestImportCarriesTheExportToken: the target's header is the export's
+// token, and a work made for another token does not pass for it.
+func TestImportCarriesTheExportToken(t *testing.T) {
+	m := newMove("b")
+	m.Status.To = "b"
+	imp, err := ImportWork(m, "vms", "s3cret", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imp.Namespace != "b" || !Carries(imp, "s3cret") || Carries(imp, "other") || Carries(imp, "") {
+		t.Fatalf("import work %s/%s carries %q", imp.Namespace, imp.Name, Token(imp))
+	}
+	if n := len(imp.Spec.Workload.Manifests); n != 1 {
+		t.Fatalf("%d manifests without a CA, want the header Secret alone", n)
+	}
+	withCA, err := ImportWork(m, "vms", "s3cret", "-----BEGIN CERTIFICATE-----")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(withCA.Spec.Workload.Manifests); n != 2 {
+		t.Fatalf("%d manifests with a CA, want the Secret and the ConfigMap", n)
+	}
+}
