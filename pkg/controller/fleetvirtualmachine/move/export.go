@@ -133,7 +133,7 @@ func ExportWork(m *fleetv1alpha1.FleetVirtualMachineMove, vm types.NamespacedNam
 			Workload: workv1.ManifestsTemplate{Manifests: manifests},
 			ManifestConfigs: []workv1.ManifestConfigOption{{
 				ResourceIdentifier: workv1.ResourceIdentifier{Group: exportv1beta1.SchemeGroupVersion.Group, Resource: "virtualmachineexports", Namespace: vm.Namespace, Name: export.Name},
-				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
+				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
 			}},
 		},
 	}, nil
