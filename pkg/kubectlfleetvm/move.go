@@ -48,7 +48,8 @@ ready; a failure or --timeout rolls it back, and the VM stays where it was.
 
 The command checks first that the FleetVirtualMachine has a copy on --from,
 that --to holds none, and that the VM can move by --method (Auto: Restart for a
-VM whose disks are all made from images). It prints the move's name. With
+VM whose disks are all made from images, Cold for one whose DataVolumes hold
+data of its own: stopped, its disks exported and imported on the target). It prints the move's name. With
 --wait it follows the move, printing each phase with its message, until it
 ends: at most --timeout plus 5 minutes. It exits non-zero if the move failed.
 Interrupting the command does not stop the move.`,
@@ -67,7 +68,7 @@ Interrupting the command does not stop the move.`,
 	}
 	cmd.Flags().StringVar(&mo.from, "from", "", "The managed cluster the copy leaves (required).")
 	cmd.Flags().StringVar(&mo.to, "to", "", "The managed cluster the copy goes to; the hub picks one when empty.")
-	cmd.Flags().StringVar(&mo.method, "method", mo.method, "How the VM reaches the target: Auto or Restart.")
+	cmd.Flags().StringVar(&mo.method, "method", mo.method, "How the VM reaches the target: Auto, Restart or Cold.")
 	cmd.Flags().DurationVar(&mo.timeout, "timeout", mo.timeout, "How long the move may take until the VM is ready on the target; past it, the move rolls back.")
 	cmd.Flags().BoolVar(&mo.wait, "wait", false, "Follow the move until it ends; exit non-zero if it failed.")
 	return cmd
@@ -83,13 +84,13 @@ func (mo *moveOptions) validate() error {
 	case mo.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, not %s", mo.timeout)
 	}
-	for _, m := range []fleetv1alpha1.MoveMethod{fleetv1alpha1.MoveMethodAuto, fleetv1alpha1.MoveMethodRestart} {
+	for _, m := range []fleetv1alpha1.MoveMethod{fleetv1alpha1.MoveMethodAuto, fleetv1alpha1.MoveMethodRestart, fleetv1alpha1.MoveMethodCold} {
 		if strings.EqualFold(mo.method, string(m)) {
 			mo.method = string(m)
 			return nil
 		}
 	}
-	return fmt.Errorf("--method must be Auto or Restart, not %q", mo.method)
+	return fmt.Errorf("--method must be Auto, Restart or Cold, not %q", mo.method)
 }
 
 // move checks that the copy can move as asked, creates the move and, with
@@ -133,7 +134,7 @@ func checkMove(fvm *fleetv1alpha1.FleetVirtualMachine, mo *moveOptions) error {
 	if mo.to != "" && slices.ContainsFunc(fvm.Status.Clusters, func(c fleetv1alpha1.ClusterStatus) bool { return c.Cluster == mo.to }) {
 		return fmt.Errorf("--to %s: FleetVirtualMachine %s already has a copy there: a move goes to a cluster without one", mo.to, ref)
 	}
-	if _, refused := move.MethodFor(fvm, fleetv1alpha1.MoveMethod(mo.method)); refused != "" {
+	if _, refused := move.Resolve(fvm, fleetv1alpha1.MoveMethod(mo.method)); refused != "" {
 		return fmt.Errorf("--method %s: %s cannot move: %s", mo.method, ref, refused)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/google/go-cmp/cmp"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -83,6 +85,10 @@ func TestCheckMove(t *testing.T) {
 	fromGit := fvm.DeepCopy()
 	fromGit.Spec.Template = nil
 	nowhere := utiltesting.MakeFleetVM("vms", "new").Obj()
+	ownData := fvm.DeepCopy()
+	ownData.Spec.Template = &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{
+		"dataVolumeTemplates":[{"metadata":{"name":"web-data"},"spec":{"source":{"blank":{}}}}],
+		"template":{"spec":{"domain":{},"volumes":[{"name":"data","dataVolume":{"name":"web-data"}}]}}}}`)}
 	for name, tc := range map[string]struct {
 		fvm  *fleetv1alpha1.FleetVirtualMachine
 		mo   moveOptions
@@ -101,6 +107,9 @@ func TestCheckMove(t *testing.T) {
 		"a VM from git must name its method": {fvm: fromGit, mo: moveOptions{from: "prod-a", method: "Auto"},
 			want: "--method Auto: vms/web cannot move: spec.method must be Restart for a VM from git: the hub cannot read its disks to choose"},
 		"a VM from git with Restart": {fvm: fromGit, mo: moveOptions{from: "prod-a", method: "Restart"}},
+		"data of its own, Auto":      {fvm: ownData, mo: moveOptions{from: "prod-a", method: "Auto"}},
+		"data of its own, Restart would lose it": {fvm: ownData, mo: moveOptions{from: "prod-a", method: "Restart"},
+			want: "--method Restart: vms/web cannot move: spec.method Restart does not fit the VM: it moves by Cold"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := checkMove(tc.fvm, &tc.mo)
@@ -125,7 +134,7 @@ func TestMoveFlags(t *testing.T) {
 		"method any case":   {mo: moveOptions{from: "a", method: "restart", timeout: 1}, wantMethod: "Restart"},
 		"no --from":         {mo: moveOptions{method: "Auto", timeout: 1}, want: "--from is required: the managed cluster the copy leaves"},
 		"--to is --from":    {mo: moveOptions{from: "a", to: "a", method: "Auto", timeout: 1}, want: `--to must differ from --from (both are "a")`},
-		"unknown method":    {mo: moveOptions{from: "a", method: "Live", timeout: 1}, want: `--method must be Auto or Restart, not "Live"`},
+		"unknown method":    {mo: moveOptions{from: "a", method: "Live", timeout: 1}, want: `--method must be Auto, Restart or Cold, not "Live"`},
 		"timeout not above": {mo: moveOptions{from: "a", method: "Auto"}, want: "--timeout must be positive, not 0s"},
 	} {
 		t.Run(name, func(t *testing.T) {

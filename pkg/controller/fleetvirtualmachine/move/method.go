@@ -49,6 +49,13 @@ func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveM
 	return fleetv1alpha1.MoveMethodCold, ""
 }
 
+// Resolve is the method a move asking for asked runs by, or why it
+// cannot run: what the hub decides when the move starts.
+func Resolve(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveMethod) (fleetv1alpha1.MoveMethod, string) {
+	allowed, refused := MethodFor(fvm, asked)
+	return chooseMethod(asked, allowed, refused)
+}
+
 // notCopyable names the first disk of its own a Cold move cannot copy
 // ("": none): one that is not a DataVolume of spec.dataVolumeTemplates.
 func notCopyable(vm *kubevirtv1.VirtualMachine) string {
