@@ -18,13 +18,14 @@ import (
 // started again; the status says why.
 
 // MoveMethod is how the VM and its data reach the target cluster.
-// +kubebuilder:validation:Enum=Auto;Restart;Cold
+// +kubebuilder:validation:Enum=Auto;Restart;Cold;Live
 type MoveMethod string
 
 const (
 	// MoveMethodAuto chooses the method from the VM: Restart when it keeps
-	// no data of its own, Cold when it does. A VM from git must name its
-	// method: the hub cannot read its disks.
+	// no data of its own; when it does, Live when both clusters offer
+	// decentralized live migration (LabelLiveMigration), else Cold. A VM
+	// from git must name its method: the hub cannot read its disks.
 	MoveMethodAuto MoveMethod = "Auto"
 	// MoveMethodRestart starts the VM on the target from the same
 	// definition and images (FleetDiskImages, container disks): for a VM
@@ -37,10 +38,23 @@ const (
 	// DataVolumes of its spec.dataVolumeTemplates. The VM is down from
 	// its stop on the source until it is ready on the target.
 	MoveMethodCold MoveMethod = "Cold"
+	// MoveMethodLive migrates the running VM with KubeVirt 1.7's
+	// decentralized live migration: the target waits as the receiver
+	// (runStrategy WaitAsReceiver, blank disks of the same templates), a
+	// migration on each cluster moves its memory and disks, and the source
+	// stops only once the target runs. Both clusters must offer it
+	// (LabelLiveMigration).
+	MoveMethodLive MoveMethod = "Live"
 )
 
+// LabelLiveMigration on a ManagedCluster, "true", says the cluster offers
+// KubeVirt's decentralized live migration: the DecentralizedLiveMigration
+// feature gate is on and its synchronization controller is reachable from
+// the other clusters. The operator who sets KubeVirt up sets it.
+const LabelLiveMigration = "fleetvm.io/decentralized-live-migration"
+
 // MovePhase is where a move stands.
-// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Copying;Verifying;Completing;Succeeded;RollingBack;Failed
+// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Copying;Migrating;Verifying;Completing;Succeeded;RollingBack;Failed
 type MovePhase string
 
 const (
@@ -55,6 +69,9 @@ const (
 	// MoveCopying (Cold): the VM is stopped on the source, which exports
 	// its disks; the target imports them into the VM, created stopped.
 	MoveCopying MovePhase = "Copying"
+	// MoveMigrating (Live): the VM migrates, running, from the source to
+	// the target, which received it as WaitAsReceiver.
+	MoveMigrating MovePhase = "Migrating"
 	// MoveVerifying: the VM is started on the target, not ready yet.
 	MoveVerifying MovePhase = "Verifying"
 	// MoveCompleting: the VM is ready on the target; the source's copy is

@@ -115,13 +115,34 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 			in.Targets = targets
 		}
 		var imp *delivery.Import
-		in.Export = move.Export{}
+		in.Export, in.Migration = move.Export{}, move.Migration{}
 		if m.Status.Method == fleetv1alpha1.MoveMethodCold && move.Started(m) {
 			var err error
 			if in.Export, imp, err = r.readExport(ctx, s.fvm, m); err != nil {
 				s.fail(err)
 				return true
 			}
+		}
+		if m.Status.Method == fleetv1alpha1.MoveMethodLive && move.Started(m) {
+			w, err := r.migrationWorks(ctx, m)
+			if err != nil {
+				s.fail(err)
+				return true
+			}
+			in.Migration = move.ReadMigration(w.receive, w.send)
+		}
+		if !move.Started(m) {
+			// The source, and the target the move would take.
+			clusters := []string{m.Spec.From, m.Spec.To}
+			if len(in.Targets) > 0 {
+				clusters = append(clusters, in.Targets[0])
+			}
+			live, err := r.liveClusters(ctx, clusters)
+			if err != nil {
+				s.fail(err)
+				return true
+			}
+			in.Live = live
 		}
 		out := move.Step(in)
 		if !equality.Semantic.DeepEqual(out.Status, m.Status) {
@@ -208,8 +229,11 @@ func (s *scope) decisionMoves() []placement.Move {
 func (s *scope) imports() map[string]*delivery.Import {
 	out := map[string]*delivery.Import{}
 	for _, st := range s.moves {
-		if st.out.Import && st.imp != nil {
+		switch {
+		case st.out.Import && st.imp != nil:
 			out[st.out.Target] = st.imp
+		case st.out.Blank:
+			out[st.out.Target] = &delivery.Import{Blank: true}
 		}
 	}
 	return out
@@ -227,13 +251,17 @@ func (s *scope) importing() []string {
 	return out
 }
 
-// held are the clusters whose VM a move holds stopped, and the moves'
-// notes for the status of the clusters they hold.
-func (s *scope) held() map[string]bool {
-	out := map[string]bool{}
+// held are the clusters whose VM a move holds in a run strategy of its
+// own: stopped (Halted), or for a live migration Manual (the source) and
+// WaitAsReceiver (the target).
+func (s *scope) held() map[string]fleetv1alpha1.RunStrategy {
+	out := map[string]fleetv1alpha1.RunStrategy{}
 	for _, st := range s.moves {
+		for c, rs := range st.out.Holds {
+			out[c] = rs
+		}
 		for _, c := range st.out.Halt {
-			out[c] = true
+			out[c] = fleetv1alpha1.RunStrategyHalted
 		}
 	}
 	return out

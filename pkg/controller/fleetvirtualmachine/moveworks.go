@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,8 +23,9 @@ import (
 )
 
 // This file keeps the ManifestWorks of Cold moves (move.ExportWork,
-// move.ImportWork): made while a move exports, removed with the move's
-// end, and read back for the export's state.
+// move.ImportWork) and Live moves (move.ReceiveWork, move.SendWork): made
+// while a move needs them, removed with the move's end, and read back for
+// the export's and the migrations' state.
 
 // IndexMoveWork indexes the ManifestWorks of moves by the
 // FleetVirtualMachine they move ("namespace/name").
@@ -74,25 +76,28 @@ func (r *Reconciler) readExport(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 func (r *Reconciler) moveWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (coldWorks, error) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	var out coldWorks
-	get := func(cluster, name string) (*workv1.ManifestWork, error) {
-		if cluster == "" {
-			return nil, nil
-		}
-		w := &workv1.ManifestWork{}
-		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: name}, w); {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case err != nil:
-			return nil, fmt.Errorf("get ManifestWork %s/%s: %w", cluster, name, err)
-		case w.Annotations[move.AnnotationMove] != key.String():
-			return nil, fmt.Errorf("ManifestWork %s/%s exists and was not made by FleetVM for move %s: FleetVM leaves it alone", cluster, name, key)
-		}
-		return w, nil
-	}
 	var err1, err2 error
-	out.export, err1 = get(m.Spec.From, move.ExportWorkName(key))
-	out.imports, err2 = get(m.Status.To, move.ImportWorkName(key))
+	out.export, err1 = r.moveWork(ctx, key, m.Spec.From, move.ExportWorkName(key))
+	out.imports, err2 = r.moveWork(ctx, key, m.Status.To, move.ImportWorkName(key))
 	return out, errors.Join(err1, err2)
+}
+
+// moveWork reads one work of the move key from the cache (nil when
+// absent), refusing one FleetVM did not make for it.
+func (r *Reconciler) moveWork(ctx context.Context, key types.NamespacedName, cluster, name string) (*workv1.ManifestWork, error) {
+	if cluster == "" {
+		return nil, nil
+	}
+	w := &workv1.ManifestWork{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: name}, w); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get ManifestWork %s/%s: %w", cluster, name, err)
+	case w.Annotations[move.AnnotationMove] != key.String():
+		return nil, fmt.Errorf("ManifestWork %s/%s exists and was not made by FleetVM for move %s: FleetVM leaves it alone", cluster, name, key)
+	}
+	return w, nil
 }
 
 // ensureMoveWorks (in phase 5) makes the works of every Cold move that
@@ -103,6 +108,9 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 	keep := map[types.NamespacedName]bool{}
 	var errs []error
 	for _, st := range s.moves {
+		if err := r.ensureLiveWorks(ctx, s, st, keep); err != nil {
+			errs = append(errs, err)
+		}
 		if !st.out.Export {
 			continue
 		}
@@ -181,4 +189,76 @@ func newToken() (string, error) {
 		return "", fmt.Errorf("make an export token: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// liveWorks are the works of one Live move, as read.
+type liveWorks struct {
+	receive, send *workv1.ManifestWork
+}
+
+// migrationWorks reads a Live move's two works from the cache.
+func (r *Reconciler) migrationWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (liveWorks, error) {
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	var out liveWorks
+	var err1, err2 error
+	out.receive, err1 = r.moveWork(ctx, key, m.Status.To, move.ReceiveWorkName(key))
+	out.send, err2 = r.moveWork(ctx, key, m.Spec.From, move.SendWorkName(key))
+	return out, errors.Join(err1, err2)
+}
+
+// liveClusters tells which of the clusters offer decentralized live
+// migration (fleetv1alpha1.LabelLiveMigration).
+func (r *Reconciler) liveClusters(ctx context.Context, clusters []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, c := range clusters {
+		if c == "" {
+			continue
+		}
+		mc := &clusterv1.ManagedCluster{}
+		switch err := r.Client.Get(ctx, types.NamespacedName{Name: c}, mc); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("get ManagedCluster %s: %w", c, err)
+		}
+		out[c] = mc.Labels[fleetv1alpha1.LabelLiveMigration] == "true"
+	}
+	return out, nil
+}
+
+// ensureLiveWorks makes a Live move's migrations as its step asks: the
+// receiving one on the target, then the sending one on the source, to the
+// address the receiving one reports. It returns the works to keep.
+func (r *Reconciler) ensureLiveWorks(ctx context.Context, s *scope, st stepped, keep map[types.NamespacedName]bool) error {
+	if !st.out.Receive && !st.out.Send {
+		return nil
+	}
+	m := st.move
+	w, err := r.migrationWorks(ctx, m)
+	if err != nil {
+		return err
+	}
+	vm := vmclaim.Identity(s.fvm)
+	var errs []error
+	if st.out.Receive {
+		want, err := move.ReceiveWork(m, vm)
+		if err != nil {
+			return err
+		}
+		keep[client.ObjectKeyFromObject(want)] = true
+		if _, err := write.Ensure(ctx, r.Client, want, w.receive); err != nil {
+			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
+		}
+	}
+	if address := move.ReadMigration(w.receive, nil).ReceiverAddress; st.out.Send && address != "" {
+		want, err := move.SendWork(m, vm, address)
+		if err != nil {
+			return err
+		}
+		keep[client.ObjectKeyFromObject(want)] = true
+		if _, err := write.Ensure(ctx, r.Client, want, w.send); err != nil {
+			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
+		}
+	}
+	return errors.Join(errs...)
 }

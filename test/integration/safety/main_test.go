@@ -66,6 +66,9 @@ var (
 	// vms records every VM deleted on a spoke, and checks how many
 	// clusters each VM runs on.
 	vms = &deletions{}
+	// failingMigrations are the migration IDs whose live migration fails
+	// halfway (the simulator's fault).
+	failingMigrations sync.Map
 	// fleetVM is FleetVM on the fleet: its agents can be stopped and
 	// started, its Argo CD cluster secrets made again.
 	fleetVM *fleetrun.FleetVM
@@ -110,7 +113,8 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 		ArgoNamespace: argoNS, GracePeriod: grace, Clock: clock, Logger: agenttest.Logger(),
 		CapacityDebounce: 200 * time.Millisecond, CapacityResync: 5 * time.Second, ScoreValidity: 20 * time.Second,
 		Faults: simulator.Faults{
-			ExportFails: func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
+			ExportFails:           func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
+			MigrationFailsHalfway: func(id string) bool { _, ok := failingMigrations.Load(id); return ok },
 		},
 	})
 	return err

@@ -70,7 +70,10 @@ func watchServers(t *testing.T, ns string) *servers {
 			if !ok {
 				return
 			}
-			s.note(cluster, vmi, exists)
+			// A server is an instance that has not ended, and is not
+			// the receiver of a live migration waiting for it (which
+			// serves once the migration completed).
+			s.note(cluster, vmi, exists && !vmi.IsFinal() && !vmi.IsMigrationTarget())
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { note(o, true) },
@@ -463,6 +466,103 @@ func TestMoveColdCarriesTheData(t *testing.T) {
 		t.Fatalf("no hand-over seen from %s to %s", from, to)
 	}
 	t.Logf("Cold move %s -> %s: hand-over (server gone on %s until ready on %s) %s", from, to, from, to, d.Round(time.Millisecond))
+}
+
+// offerLive labels every spoke as offering decentralized live migration
+// until the test ends.
+func offerLive(t *testing.T) {
+	t.Helper()
+	set := func(on bool) {
+		ctx := context.Background() // also from t.Cleanup
+		for _, c := range spokes {
+			mc := &clusterv1.ManagedCluster{}
+			if err := fleet.Hub.Client.Get(ctx, types.NamespacedName{Name: c}, mc); err != nil {
+				t.Fatal(err)
+			}
+			before := mc.DeepCopy()
+			if on {
+				mc.Labels[fleetv1alpha1.LabelLiveMigration] = "true"
+			} else {
+				delete(mc.Labels, fleetv1alpha1.LabelLiveMigration)
+			}
+			if err := fleet.Hub.Client.Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	set(true)
+	t.Cleanup(func() { set(false) })
+}
+
+// TestMoveLiveMigratesRunning moves a VM with a data disk of its own
+// between clusters that both offer decentralized live migration: the
+// target receives it (WaitAsReceiver, blank disk), the two clusters'
+// migrations run, the VM's disk data arrives, and the source's copy goes
+// once the VM is ready on the target. The receiver never counts as a
+// second server, and the source never restarts.
+func TestMoveLiveMigratesRunning(t *testing.T) {
+	const ns = "move-live"
+	offerLive(t)
+	srv, fvm, from, data := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	m := newMove(ns, "live", "db", from, "")
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMove(t, client.ObjectKeyFromObject(m), "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveSucceeded || m.Status.Method != fleetv1alpha1.MoveMethodLive {
+		t.Fatalf("move ended %s by %q: %s", m.Status.Phase, m.Status.Method, m.Status.Message)
+	}
+	to := m.Status.To
+	waitFVM(t, key, "running on "+to+" only", runningOn(to))
+	if got := dataIn(t, to, types.NamespacedName{Namespace: ns, Name: "db-data"}); got != data {
+		t.Errorf("the VM's disk on %s holds %q, want the data written on %s: %q", to, got, from, data)
+	}
+	if vmOn(t, from, vm) {
+		t.Errorf("the VM is still on %s", from)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: from, VM: vm})
+	noMoveWorks(t, key)
+	srv.check(t)
+	d, ok := srv.handOver(vm.Name, from, to)
+	if !ok {
+		t.Fatalf("no hand-over seen from %s to %s", from, to)
+	}
+	t.Logf("Live move %s -> %s: hand-over (server gone on %s until ready on %s) %s", from, to, from, to, d.Round(time.Millisecond))
+}
+
+// TestMoveLiveRollsBackWhenTheMigrationFails: the migration fails once
+// both sides run it (the simulator's fault for this move's migration ID).
+// The VM never stopped on the source and serves on; the target's copy is
+// removed; the move says why.
+func TestMoveLiveRollsBackWhenTheMigrationFails(t *testing.T) {
+	const ns = "move-live-fails"
+	offerLive(t)
+	srv, fvm, from, _ := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	m := newMove(ns, "live", "db", from, "")
+	failingMigrations.Store(move.MigrationID(client.ObjectKeyFromObject(m)), true)
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMove(t, client.ObjectKeyFromObject(m), "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveFailed || m.Status.Method != fleetv1alpha1.MoveMethodLive ||
+		!strings.Contains(m.Status.Message, "the live migration failed") || !strings.HasSuffix(m.Status.Message, "the VM stays on "+from) {
+		t.Fatalf("move ended %s by %q: %q", m.Status.Phase, m.Status.Method, m.Status.Message)
+	}
+	waitFVM(t, key, "running on "+from+" only", runningOn(from))
+	if srv.wentAway(vm.Name, from) {
+		t.Errorf("the VM stopped on %s, though its migration failed", from)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: m.Status.To, VM: vm})
+	noMoveWorks(t, key)
+	srv.check(t)
 }
 
 // TestMoveColdRollsBackWhenTheExportFails: the source's exporter pod

@@ -62,6 +62,9 @@ type Import struct {
 	// token header; CAConfigMap the ConfigMap holding the export proxy's
 	// CA ("" when the export names none).
 	HeaderSecret, CAConfigMap string
+	// Blank makes every template a blank disk instead (URLs unused): the
+	// receiver of a live migration, whose disks the migration fills.
+	Blank bool
 }
 
 // dataVolumesParam is the element key of the dataVolumeTemplates of each
@@ -403,7 +406,7 @@ func (r Renderer) importedDataVolumes(fvm *fleetv1alpha1.FleetVirtualMachine, vm
 		meta, _ := t["metadata"].(map[string]any)
 		name, _ := meta["name"].(string)
 		url, ok := imp.URLs[name]
-		if !ok {
+		if !ok && !imp.Blank {
 			continue
 		}
 		dvSpec, _ := t["spec"].(map[string]any)
@@ -411,6 +414,11 @@ func (r Renderer) importedDataVolumes(fvm *fleetv1alpha1.FleetVirtualMachine, vm
 			dvSpec = map[string]any{}
 		}
 		delete(dvSpec, "sourceRef")
+		if imp.Blank {
+			dvSpec["source"] = map[string]any{"blank": map[string]any{}}
+			t["spec"] = dvSpec
+			continue
+		}
 		http := map[string]any{"url": url, "secretExtraHeaders": []any{imp.HeaderSecret}}
 		if imp.CAConfigMap != "" {
 			http["certConfigMap"] = imp.CAConfigMap

@@ -105,3 +105,58 @@ func TestImportCarriesTheExportToken(t *testing.T) {
 		t.Fatalf("%d manifests with a CA, want the Secret and the ConfigMap", n)
 	}
 }
+
+// migrationFeedbackWork is a migration work as the work agent reports it.
+func migrationFeedbackWork(values map[string]string) *workv1.ManifestWork {
+	w := feedback(metav1.ConditionTrue, values)
+	w.Status.ResourceStatus.Manifests[1].ResourceMeta.Resource = "virtualmachineinstancemigrations"
+	return w
+}
+
+func TestReadMigration(t *testing.T) {
+	recv := migrationFeedbackWork(map[string]string{feedbackPhase: "WaitingForSync", feedbackAddress: "sync.b:9185"})
+	if got := ReadMigration(recv, nil); got.ReceiverAddress != "sync.b:9185" || got.Failed != "" || got.succeeded() {
+		t.Fatalf("waiting receiver: %+v", got)
+	}
+	done := migrationFeedbackWork(map[string]string{feedbackPhase: "Succeeded"})
+	if got := ReadMigration(done, done); !got.succeeded() || got.Failed != "" {
+		t.Fatalf("both succeeded: %+v", got)
+	}
+	failedSend := migrationFeedbackWork(map[string]string{feedbackPhase: "Failed", feedbackFailure: "connection refused"})
+	if got := ReadMigration(recv, failedSend); got.Failed != "the source's migration failed: connection refused" {
+		t.Fatalf("failed sender: %+v", got)
+	}
+	if got := ReadMigration(recv, feedback(metav1.ConditionFalse, nil)); !strings.Contains(got.Failed, "could not apply the migration") {
+		t.Fatalf("send work not applied: %+v", got)
+	}
+}
+
+// TestMigrationWorks: the two migrations share the move's ID, the
+// receiver names the VM's instance, the sender connects to the address.
+func TestMigrationWorks(t *testing.T) {
+	m := newMove("b")
+	m.Status.To = "b"
+	vm := types.NamespacedName{Namespace: "vms", Name: "web-vm"}
+	recv, err := ReceiveWork(m, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err := SendWork(m, vm, "sync.b:9185")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := MigrationID(types.NamespacedName{Namespace: "vms", Name: "m1"})
+	for _, c := range []struct {
+		w       *workv1.ManifestWork
+		cluster string
+		want    string
+	}{
+		{recv, "b", `"receive":{"migrationID":"` + id + `"}`},
+		{send, "a", `"sendTo":{"migrationID":"` + id + `","connectURL":"sync.b:9185"}`},
+	} {
+		raw := string(c.w.Spec.Workload.Manifests[0].Raw)
+		if c.w.Namespace != c.cluster || !strings.Contains(raw, c.want) || !strings.Contains(raw, `"vmiName":"web-vm"`) {
+			t.Errorf("work %s/%s: %s, want %s", c.w.Namespace, c.w.Name, raw, c.want)
+		}
+	}
+}

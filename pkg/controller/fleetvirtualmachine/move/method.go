@@ -36,6 +36,13 @@ func MethodFor(fvm *fleetv1alpha1.FleetVirtualMachine, asked fleetv1alpha1.MoveM
 		return "", "spec.template does not decode: " + err.Error()
 	}
 	own := OwnData(&vm, fvm.Spec.DiskImages)
+	if asked == fleetv1alpha1.MoveMethodLive {
+		// The target receives every disk: each must be one it can make.
+		if why := notCopyable(&vm); why != "" {
+			return "", "the VM has a disk a live migration cannot fill on the target: " + why
+		}
+		return fleetv1alpha1.MoveMethodLive, ""
+	}
 	if own == "" {
 		if asked == fleetv1alpha1.MoveMethodCold && len(vm.Spec.DataVolumeTemplates) > 0 {
 			// Cold copies what its disks (images written since) hold now.

@@ -21,6 +21,7 @@ package move
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,38 @@ type Input struct {
 	Deleting bool
 	// Export is the state of the source's export of the VM's disks (Cold).
 	Export Export
+	// Live are the clusters that offer decentralized live migration.
+	Live map[string]bool
+	// Migration is the state of a Live move's two migrations.
+	Migration Migration
 }
+
+// Migration is what the hub knows of a Live move's migrations, from the
+// clusters.
+type Migration struct {
+	// ReceiverAddress is the synchronization address the target's
+	// migration reports ("" not yet): the source's migration connects to it.
+	ReceiverAddress string
+	// ReceiverPhase and SenderPhase are the two migrations' phases.
+	ReceiverPhase, SenderPhase string
+	// Failed says why a migration failed ("" none).
+	Failed string
+}
+
+// succeeded tells whether both sides report the migration done.
+func (m Migration) succeeded() bool {
+	return m.ReceiverPhase == migrationSucceeded && m.SenderPhase == migrationSucceeded
+}
+
+const (
+	migrationSucceeded = "Succeeded"
+	// RunStrategyWaitAsReceiver holds a Live move's target as the
+	// receiver of the migration; RunStrategyManual holds its source as it
+	// is, so that neither Argo CD nor KubeVirt restarts it once the
+	// migration stopped it.
+	RunStrategyWaitAsReceiver fleetv1alpha1.RunStrategy = "WaitAsReceiver"
+	printableWaitingForReceiver                         = "WaitingForReceiver"
+)
 
 // Export is what the hub knows of a Cold move's export.
 type Export struct {
@@ -114,6 +146,13 @@ type Output struct {
 	// Export: the source exports the VM's disks now (Cold). Import: the
 	// target's VM imports its disks from that export.
 	Export, Import bool
+	// Holds are the clusters whose VM is held in another state than
+	// Halted (Live: the source Manual, the target WaitAsReceiver).
+	Holds map[string]fleetv1alpha1.RunStrategy
+	// Blank: the target's VM has blank disks of its templates, which the
+	// migration fills (Live). Receive and Send: the target's and the
+	// source's migration exist.
+	Blank, Receive, Send bool
 	// LookAgain is when the timeout passes (0: no deadline pending).
 	LookAgain time.Duration
 }
@@ -191,8 +230,19 @@ func Step(in Input) Output {
 		case target == "":
 			target = in.Targets[0]
 		}
+		switch live := in.Live[from] && in.Live[target]; {
+		case method == fleetv1alpha1.MoveMethodLive && !live:
+			return fail(fmt.Sprintf("spec.method Live needs both clusters to offer decentralized live migration (label %s=true): %s",
+				fleetv1alpha1.LabelLiveMigration, offering(in.Live, from, target)))
+		case method == fleetv1alpha1.MoveMethodCold && live && (m.Spec.Method == "" || m.Spec.Method == fleetv1alpha1.MoveMethodAuto):
+			method = fleetv1alpha1.MoveMethodLive
+		}
 		st.Method, st.To, st.StartTime = method, target, &now
 		to = target
+		if method == fleetv1alpha1.MoveMethodLive {
+			st.Phase, st.Message = fleetv1alpha1.MovePreparing, fmt.Sprintf("preparing the VM on %s to receive it, running, from %s", to, from)
+			return live(in, st, now, timeout)
+		}
 		if method == fleetv1alpha1.MoveMethodCold {
 			st.Phase, st.Message = fleetv1alpha1.MoveSwitching, fmt.Sprintf("stopping the VM on %s to copy its disks to %s", from, to)
 			return cold(in, st, now, timeout)
@@ -200,7 +250,10 @@ func Step(in Input) Output {
 		st.Phase, st.Message = fleetv1alpha1.MovePreparing, fmt.Sprintf("preparing the VM, stopped, on %s while %s serves", target, from)
 		fallthrough
 
-	case fleetv1alpha1.MovePreparing:
+	case fleetv1alpha1.MovePreparing, fleetv1alpha1.MoveMigrating:
+		if st.Method == fleetv1alpha1.MoveMethodLive {
+			return live(in, st, now, timeout)
+		}
 		if over, _ := deadline(); over {
 			return rollBack(fmt.Sprintf("the VM was not prepared on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
 		}
@@ -232,6 +285,9 @@ func Step(in Input) Output {
 		fallthrough
 
 	case fleetv1alpha1.MoveVerifying:
+		if st.Method == fleetv1alpha1.MoveMethodLive {
+			return live(in, st, now, timeout)
+		}
 		if over, _ := deadline(); over {
 			return rollBack(fmt.Sprintf("the VM did not become ready on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
 		}
@@ -248,6 +304,9 @@ func Step(in Input) Output {
 		fallthrough
 
 	case fleetv1alpha1.MoveCompleting:
+		if st.Method == fleetv1alpha1.MoveMethodLive {
+			return live(in, st, now, timeout)
+		}
 		if c := in.Copies[from]; c.Present {
 			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true, Export: imports(st), Import: imports(st)}
 		}
@@ -302,6 +361,84 @@ func cold(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 	st.Message = fmt.Sprintf("starting the VM on %s", to)
 	return Step(Input{Now: in.Now, Move: withStatus(in.Move, st), RunStrategy: in.RunStrategy, Method: in.Method,
 		Refused: in.Refused, Copies: in.Copies, Deleting: in.Deleting, Export: in.Export})
+}
+
+// live runs the Live method: Preparing delivers the VM to the target as
+// the receiver (WaitAsReceiver, blank disks) while the source, held
+// Manual, serves; once KubeVirt there waits for it, the target's
+// migration is made, and once that reports its synchronization address
+// the source's, which connects to it. Migrating ends when both report
+// Succeeded: KubeVirt stopped the source and runs the VM on the target.
+// From then on the move does not roll back (the VM ran on the target; the
+// source's disks are behind), and there is no deadline: it waits for the
+// target to report ready, then removes the source's copy.
+func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time, timeout time.Duration) Output {
+	from, to := in.Move.Spec.From, st.To
+	left := st.StartTime.Add(timeout).Sub(in.Now)
+	mig := in.Migration
+	holds := map[string]fleetv1alpha1.RunStrategy{from: fleetv1alpha1.RunStrategyManual, to: RunStrategyWaitAsReceiver}
+	rollBack := func(reason string) Output {
+		st.Phase, st.Message = fleetv1alpha1.MoveRollingBack, "rolling back: "+reason
+		return rollingBack(in, st, now)
+	}
+	switch st.Phase {
+	case fleetv1alpha1.MovePreparing:
+		c := in.Copies[to]
+		switch {
+		case left <= 0:
+			return rollBack(fmt.Sprintf("the VM did not wait as the receiver on %s within %s (%s)", to, timeout, reported(c)))
+		case failed(c) != "":
+			return rollBack(fmt.Sprintf("the VM cannot wait as the receiver on %s: %s", to, failed(c)))
+		case mig.Failed != "":
+			return rollBack("the live migration failed: " + mig.Failed)
+		case !c.Reported || c.PrintableStatus != printableWaitingForReceiver:
+			return Output{Status: st, Target: to, Holds: holds, Blank: true, LookAgain: left}
+		case mig.ReceiverAddress == "":
+			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, LookAgain: left}
+		}
+		st.Phase, st.Message = fleetv1alpha1.MoveMigrating, fmt.Sprintf("migrating the VM, running, from %s to %s", from, to)
+		fallthrough
+	case fleetv1alpha1.MoveMigrating:
+		switch {
+		case mig.Failed != "":
+			return rollBack("the live migration failed: " + mig.Failed)
+		case left <= 0:
+			return rollBack(fmt.Sprintf("the live migration did not end within %s", timeout))
+		case !mig.succeeded():
+			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, Send: true, LookAgain: left}
+		}
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = fmt.Sprintf("the VM migrated to %s; waiting for it to report ready there", to)
+		fallthrough
+	case fleetv1alpha1.MoveVerifying:
+		if !arrived(in.Copies[to], in.RunStrategy) {
+			return Output{Status: st, Target: to, Halt: []string{from}, Blank: true, Receive: true, Send: true}
+		}
+		st.Phase, st.ReadyTime = fleetv1alpha1.MoveCompleting, &now
+		st.Message = fmt.Sprintf("the VM is ready on %s; removing its copy on %s", to, from)
+		fallthrough
+	case fleetv1alpha1.MoveCompleting:
+		if in.Copies[from].Present {
+			return Output{Status: st, Target: to, Halt: []string{from}, RemoveFrom: true, Blank: true, Receive: true, Send: true}
+		}
+		st.Phase, st.CompletionTime = fleetv1alpha1.MoveSucceeded, &now
+		st.Message = fmt.Sprintf("the VM runs on %s; its copy on %s is removed", to, from)
+		return Output{Status: st}
+	}
+	return Output{Status: st}
+}
+
+// offering says which of the clusters offer live migration.
+func offering(live map[string]bool, clusters ...string) string {
+	var parts []string
+	for _, c := range clusters {
+		if live[c] {
+			parts = append(parts, c+" does")
+		} else {
+			parts = append(parts, c+" does not")
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // withStatus is m with status st.

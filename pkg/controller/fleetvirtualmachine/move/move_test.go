@@ -1,6 +1,7 @@
 package move
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -39,12 +40,15 @@ type world struct {
 	// the source's export.
 	method fleetv1alpha1.MoveMethod
 	export Export
+	live   map[string]bool
+	mig    Migration
 }
 
 func (w *world) step() Output {
 	w.t.Helper()
 	w.out = Step(Input{Now: w.now, Move: w.move, RunStrategy: fleetv1alpha1.RunStrategyAlways,
-		Method: cmpOr(w.method, fleetv1alpha1.MoveMethodRestart), Copies: w.copies, Targets: []string{"b", "c"}, Export: w.export})
+		Method: cmpOr(w.method, fleetv1alpha1.MoveMethodRestart), Copies: w.copies, Targets: []string{"b", "c"}, Export: w.export,
+		Live: w.live, Migration: w.mig})
 	w.move.Status = w.out.Status
 	return w.out
 }
@@ -184,6 +188,111 @@ func TestMoveColdCopiesTheDisks(t *testing.T) {
 	w.step()
 	w.expect(fleetv1alpha1.MoveSucceeded)
 	w.expectCold("", false, false)
+}
+
+// expectLive checks what a Live step asks of delivery.
+func (w *world) expectLive(target string, holds map[string]fleetv1alpha1.RunStrategy, receive, send bool) {
+	w.t.Helper()
+	o := w.out
+	if o.Target != target || !maps.Equal(o.Holds, holds) || o.Receive != receive || o.Send != send || (target != "") != o.Blank {
+		w.t.Fatalf("in %s: target %q holds %v receive %v send %v blank %v; want %q %v %v %v", o.Status.Phase, o.Target, o.Holds,
+			o.Receive, o.Send, o.Blank, target, holds, receive, send)
+	}
+}
+
+func TestMoveLiveMigratesRunning(t *testing.T) {
+	both := map[string]bool{"a": true, "b": true}
+	w := &world{t: t, move: newMove(""), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold, live: both}
+	prep := map[string]fleetv1alpha1.RunStrategy{"a": fleetv1alpha1.RunStrategyManual, "b": RunStrategyWaitAsReceiver}
+
+	// Auto, data of its own, both clusters offer it: Live. b receives;
+	// a serves on, held Manual so nothing restarts it once it stopped.
+	w.step()
+	w.expect(fleetv1alpha1.MovePreparing)
+	w.expectLive("b", prep, false, false)
+	if w.out.Status.Method != fleetv1alpha1.MoveMethodLive {
+		t.Fatalf("method %q, want Live", w.out.Status.Method)
+	}
+	// KubeVirt on b waits for it: the receiving migration is made.
+	w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+	w.step()
+	w.expect(fleetv1alpha1.MovePreparing)
+	w.expectLive("b", prep, true, false)
+	// It reports where to connect: the sending migration follows.
+	w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
+	w.step()
+	w.expect(fleetv1alpha1.MoveMigrating)
+	w.expectLive("b", prep, true, true)
+	w.mig.SenderPhase, w.mig.ReceiverPhase = "Running", "Running"
+	w.step()
+	w.expect(fleetv1alpha1.MoveMigrating)
+
+	// Done: a is held stopped, b takes the fleet's run strategy.
+	w.now = t0.Add(time.Minute)
+	w.mig.SenderPhase, w.mig.ReceiverPhase = "Succeeded", "Succeeded"
+	w.copies["a"] = halted()
+	w.step()
+	w.expect(fleetv1alpha1.MoveVerifying, "a")
+	w.expectLive("b", nil, true, true)
+	if !w.out.Status.StoppedTime.Time.Equal(w.now) {
+		t.Fatalf("stoppedTime %v", w.out.Status.StoppedTime)
+	}
+	// No rollback once migrated, whatever the time.
+	w.now = t0.Add(DefaultTimeout + time.Hour)
+	w.step()
+	w.expect(fleetv1alpha1.MoveVerifying, "a")
+	w.copies["b"] = running()
+	w.step()
+	w.expect(fleetv1alpha1.MoveCompleting, "a")
+	if !w.out.RemoveFrom {
+		t.Fatal("a's copy kept once b is ready")
+	}
+	delete(w.copies, "a")
+	w.step()
+	w.expect(fleetv1alpha1.MoveSucceeded)
+	w.expectLive("", nil, false, false)
+}
+
+func TestMoveLiveRollsBackOrRefuses(t *testing.T) {
+	t.Run("migration fails halfway", func(t *testing.T) {
+		w := &world{t: t, move: newMove("b"), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold,
+			live: map[string]bool{"a": true, "b": true}}
+		w.step()
+		w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
+		w.step()
+		w.expect(fleetv1alpha1.MoveMigrating)
+		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "Failed", SenderPhase: "Failed", Failed: "Live migration failed"}
+		w.step()
+		// The source never stopped: it serves on, unheld; b goes.
+		w.expect(fleetv1alpha1.MoveRollingBack, "b")
+		if w.out.Target != "b" || w.out.Holds != nil || w.out.Receive || w.out.Send {
+			t.Fatalf("rolling back: %+v, want b held stopped, the migrations gone", w.out)
+		}
+		if !w.out.RemoveTo || !strings.Contains(w.out.Status.Message, "the live migration failed: Live migration failed") {
+			t.Fatalf("RemoveTo %v message %q", w.out.RemoveTo, w.out.Status.Message)
+		}
+		delete(w.copies, "b")
+		w.step()
+		w.expect(fleetv1alpha1.MoveFailed)
+	})
+	t.Run("Live asked, b does not offer it", func(t *testing.T) {
+		m := newMove("b")
+		m.Spec.Method = fleetv1alpha1.MoveMethodLive
+		w := &world{t: t, move: m, copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodLive, live: map[string]bool{"a": true}}
+		w.step()
+		w.expect(fleetv1alpha1.MoveFailed)
+		if !strings.Contains(w.out.Status.Message, "a does, b does not") {
+			t.Fatalf("message %q", w.out.Status.Message)
+		}
+	})
+	t.Run("Auto, b does not offer it: Cold", func(t *testing.T) {
+		w := &world{t: t, move: newMove("b"), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold, live: map[string]bool{"a": true}}
+		w.step()
+		if w.out.Status.Method != fleetv1alpha1.MoveMethodCold {
+			t.Fatalf("method %q, want Cold", w.out.Status.Method)
+		}
+	})
 }
 
 func TestMoveColdRollsBack(t *testing.T) {
@@ -409,6 +518,9 @@ func TestMethodFor(t *testing.T) {
 		{name: "own data, Restart asked", fvm: fvm(fromImage), asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodCold},
 		{name: "PVC", fvm: fvm(ownDisk), refuse: "volume data: PersistentVolumeClaim db is not made by the VM"},
 		{name: "host disk", fvm: fvm(hostDisk), refuse: "host disk /x stays on its node"},
+		{name: "container disk, Live", fvm: fvm(containerDisk), asked: fleetv1alpha1.MoveMethodLive, want: fleetv1alpha1.MoveMethodLive},
+		{name: "host disk, Live", fvm: fvm(hostDisk), asked: fleetv1alpha1.MoveMethodLive, refuse: "a live migration cannot fill on the target"},
+		{name: "git, Live", fvm: &fleetv1alpha1.FleetVirtualMachine{}, asked: fleetv1alpha1.MoveMethodLive, refuse: "spec.method must be Restart"},
 		{name: "git, Auto", fvm: &fleetv1alpha1.FleetVirtualMachine{}, refuse: "spec.method must be Restart for a VM from git"},
 		{name: "git, Restart", fvm: &fleetv1alpha1.FleetVirtualMachine{}, asked: fleetv1alpha1.MoveMethodRestart, want: fleetv1alpha1.MoveMethodRestart},
 	} {
