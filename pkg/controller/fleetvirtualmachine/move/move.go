@@ -118,8 +118,8 @@ const (
 	// receiver of the migration; RunStrategyManual holds its source as it
 	// is, so that neither Argo CD nor KubeVirt restarts it once the
 	// migration stopped it.
-	RunStrategyWaitAsReceiver fleetv1alpha1.RunStrategy = "WaitAsReceiver"
-	printableWaitingForReceiver                         = "WaitingForReceiver"
+	RunStrategyWaitAsReceiver   fleetv1alpha1.RunStrategy = "WaitAsReceiver"
+	printableWaitingForReceiver                           = "WaitingForReceiver"
 )
 
 // Export is what the hub knows of a Cold move's export.
