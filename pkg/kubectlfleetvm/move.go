@@ -48,8 +48,9 @@ ready; a failure or --timeout rolls it back, and the VM stays where it was.
 
 The command checks first that the FleetVirtualMachine has a copy on --from,
 that --to holds none, and that the VM can move by --method (Auto: Restart for a
-VM whose disks are all made from images, Cold for one whose DataVolumes hold
-data of its own: stopped, its disks exported and imported on the target). It prints the move's name. With
+VM whose disks are all made from images; for one whose DataVolumes hold data
+of its own, Live when both clusters offer KubeVirt's decentralized live
+migration, else Cold: stopped, its disks exported and imported on the target). It prints the move's name. With
 --wait it follows the move, printing each phase with its message, until it
 ends: at most --timeout plus 5 minutes. It exits non-zero if the move failed.
 Interrupting the command does not stop the move.`,
@@ -68,7 +69,7 @@ Interrupting the command does not stop the move.`,
 	}
 	cmd.Flags().StringVar(&mo.from, "from", "", "The managed cluster the copy leaves (required).")
 	cmd.Flags().StringVar(&mo.to, "to", "", "The managed cluster the copy goes to; the hub picks one when empty.")
-	cmd.Flags().StringVar(&mo.method, "method", mo.method, "How the VM reaches the target: Auto, Restart or Cold.")
+	cmd.Flags().StringVar(&mo.method, "method", mo.method, "How the VM reaches the target: Auto, Restart, Cold or Live.")
 	cmd.Flags().DurationVar(&mo.timeout, "timeout", mo.timeout, "How long the move may take until the VM is ready on the target; past it, the move rolls back.")
 	cmd.Flags().BoolVar(&mo.wait, "wait", false, "Follow the move until it ends; exit non-zero if it failed.")
 	return cmd
@@ -84,13 +85,13 @@ func (mo *moveOptions) validate() error {
 	case mo.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, not %s", mo.timeout)
 	}
-	for _, m := range []fleetv1alpha1.MoveMethod{fleetv1alpha1.MoveMethodAuto, fleetv1alpha1.MoveMethodRestart, fleetv1alpha1.MoveMethodCold} {
+	for _, m := range []fleetv1alpha1.MoveMethod{fleetv1alpha1.MoveMethodAuto, fleetv1alpha1.MoveMethodRestart, fleetv1alpha1.MoveMethodCold, fleetv1alpha1.MoveMethodLive} {
 		if strings.EqualFold(mo.method, string(m)) {
 			mo.method = string(m)
 			return nil
 		}
 	}
-	return fmt.Errorf("--method must be Auto, Restart or Cold, not %q", mo.method)
+	return fmt.Errorf("--method must be Auto, Restart, Cold or Live, not %q", mo.method)
 }
 
 // move checks that the copy can move as asked, creates the move and, with

@@ -134,7 +134,7 @@ func TestMoveFlags(t *testing.T) {
 		"method any case":   {mo: moveOptions{from: "a", method: "restart", timeout: 1}, wantMethod: "Restart"},
 		"no --from":         {mo: moveOptions{method: "Auto", timeout: 1}, want: "--from is required: the managed cluster the copy leaves"},
 		"--to is --from":    {mo: moveOptions{from: "a", to: "a", method: "Auto", timeout: 1}, want: `--to must differ from --from (both are "a")`},
-		"unknown method":    {mo: moveOptions{from: "a", method: "Live", timeout: 1}, want: `--method must be Auto, Restart or Cold, not "Live"`},
+		"unknown method":    {mo: moveOptions{from: "a", method: "Teleport", timeout: 1}, want: `--method must be Auto, Restart, Cold or Live, not "Teleport"`},
 		"timeout not above": {mo: moveOptions{from: "a", method: "Auto"}, want: "--timeout must be positive, not 0s"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -62,7 +62,8 @@ const (
 	// or for the FleetVirtualMachine to be read.
 	MovePending MovePhase = "Pending"
 	// MovePreparing: the VM is created stopped on the target (its disks
-	// provisioned there); the source still serves.
+	// provisioned there), or (Live) as the receiver of the migration; the
+	// source still serves.
 	MovePreparing MovePhase = "Preparing"
 	// MoveSwitching: the VM is being stopped on the source.
 	MoveSwitching MovePhase = "Switching"
@@ -163,8 +164,9 @@ type FleetVirtualMachineMoveStatus struct {
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 
-	// stoppedTime is when the VM was found stopped on the source: the
-	// hand-over runs from it until the VM is ready on the target.
+	// stoppedTime is when the VM was found stopped on the source (Live:
+	// when the migration succeeded): the hand-over runs from it until the
+	// VM is ready on the target.
 	// +optional
 	StoppedTime *metav1.Time `json:"stoppedTime,omitempty"`
 

@@ -18,6 +18,9 @@ import (
 //   - Cold when its disks of its own are all DataVolumes of its
 //     spec.dataVolumeTemplates: KubeVirt exports a stopped VM's volumes,
 //     and the target's VM imports them into the same templates.
+//   - Live only when asked (Step upgrades Cold to Live when both clusters
+//     offer it): every disk of its own must be a DataVolume of its
+//     templates, which the target makes blank for the migration to fill.
 //   - None when a disk of its own is anything else (a PersistentVolumeClaim
 //     or DataVolume the VM does not own, a host disk): the target could
 //     not make it.
