@@ -468,6 +468,58 @@ func TestMoveColdCarriesTheData(t *testing.T) {
 	t.Logf("Cold move %s -> %s: hand-over (server gone on %s until ready on %s) %s", from, to, from, to, d.Round(time.Millisecond))
 }
 
+// TestMoveColdSurvivesAHubRestart: fleetvm-hub stops while a Cold move
+// copies the VM's disks (the target's KubeVirt is not answering, so the
+// copy waits) and starts again. The move's state is in its status and its
+// works: the new hub reads the export's token and state back, ends the
+// copy once the target answers, and the move succeeds with the data
+// carried, one VM deleted, never two servers.
+func TestMoveColdSurvivesAHubRestart(t *testing.T) {
+	const ns = "move-cold-restart"
+	srv, fvm, from, data := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	to := otherSpoke(from)
+	mark := vms.mark()
+
+	fleetVM.StopAgent(to)
+	agentStopped := true
+	t.Cleanup(func() {
+		if agentStopped {
+			if err := fleetVM.StartAgent(to); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	m := newMove(ns, "cold", "db", from, to)
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	mkey := client.ObjectKeyFromObject(m)
+	waitMove(t, mkey, "copying to "+to, func(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+		return m.Status.Phase == fleetv1alpha1.MoveCopying && strings.HasPrefix(m.Status.Message, "importing")
+	})
+	fleetVM.StopHub()
+	if err := fleetVM.StartHub(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleetVM.StartAgent(to); err != nil {
+		t.Fatal(err)
+	}
+	agentStopped = false
+	m = waitMove(t, mkey, "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveSucceeded || m.Status.Method != fleetv1alpha1.MoveMethodCold {
+		t.Fatalf("move ended %s by %q: %s", m.Status.Phase, m.Status.Method, m.Status.Message)
+	}
+	waitFVM(t, key, "running on "+to+" only", runningOn(to))
+	if got := dataIn(t, to, types.NamespacedName{Namespace: ns, Name: "db-data"}); got != data {
+		t.Errorf("the VM's disk on %s holds %q, want %q", to, got, data)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: from, VM: vm})
+	noMoveWorks(t, key)
+	srv.check(t)
+}
+
 // offerLive labels every spoke as offering decentralized live migration
 // until the test ends.
 func offerLive(t *testing.T) {
