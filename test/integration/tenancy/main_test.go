@@ -132,14 +132,15 @@ func setup(ctx context.Context, f *fleetenv.Fleet) error {
 	return nil
 }
 
-// grantNamespace gives a user what a team gets: manage FleetVirtualMachines
-// and FleetDiskImages in its namespace (not their status).
+// grantNamespace gives a user what a team gets: manage FleetVirtualMachines,
+// FleetDiskImages and FleetVirtualMachineMoves in its namespace (not their
+// status).
 func grantNamespace(ctx context.Context, c client.Client, user, ns string) error {
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetvm-user"},
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{fleetv1alpha1.GroupVersion.Group},
-			Resources: []string{"fleetvirtualmachines", "fleetdiskimages"},
+			Resources: []string{"fleetvirtualmachines", "fleetdiskimages", "fleetvirtualmachinemoves"},
 			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		}},
 	}

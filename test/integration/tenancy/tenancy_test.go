@@ -1,7 +1,9 @@
 package tenancy
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,6 +107,52 @@ func TestClusterSetNotBound(t *testing.T) {
 		t.Errorf("a binding of the restricted set in the Argo CD namespace: %v", err)
 	}
 	noVMsOn(t, "secure-a")
+}
+
+// TestMoveToAnUnboundSet: alice moves her VM toward secure-a, a cluster of
+// the restricted set never bound to team-a: the move fails at once, saying
+// the cluster does not qualify, and nothing runs there; she cannot move
+// team-b's VMs, whose namespace she has no rights in; and her move cannot
+// say it succeeded (the status is the hub's).
+func TestMoveToAnUnboundSet(t *testing.T) {
+	ctx := t.Context()
+	fvm := utiltesting.MakeFleetVM("team-a", "mover").Obj()
+	if err := alice.Create(ctx, fvm); err != nil {
+		t.Fatal(err)
+	}
+	remove(t, fvm)
+	waitFVM(t, client.ObjectKeyFromObject(fvm), "placed on prod-a", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return slices.ContainsFunc(f.Status.Clusters, func(c fleetv1alpha1.ClusterStatus) bool { return c.Cluster == "prod-a" })
+	})
+
+	m := &fleetv1alpha1.FleetVirtualMachineMove{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "to-secure"},
+		Spec:       fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "mover", From: "prod-a", To: "secure-a"},
+	}
+	if err := alice.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Hub.Client.Delete(context.Background(), m) })
+	got := &fleetv1alpha1.FleetVirtualMachineMove{}
+	if err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(m), got)
+		return err == nil && got.Status.Phase.Terminal(), err
+	}); err != nil {
+		t.Fatalf("the move never ended: %v (%s: %s)", err, got.Status.Phase, got.Status.Message)
+	}
+	if got.Status.Phase != fleetv1alpha1.MoveFailed || !strings.Contains(got.Status.Message, "cluster secure-a does not qualify") {
+		t.Errorf("move %s: %q, want Failed: secure-a does not qualify", got.Status.Phase, got.Status.Message)
+	}
+	before := got.DeepCopy()
+	got.Status.Phase, got.Status.Message = fleetv1alpha1.MoveSucceeded, "moved, says alice"
+	forbidden(t, "alice writes her move's status", alice.Status().Patch(ctx, got, client.MergeFrom(before)))
+	noVMsOn(t, "secure-a")
+
+	other := &fleetv1alpha1.FleetVirtualMachineMove{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "steal"},
+		Spec:       fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "anything", From: "prod-a", To: "secure-a"},
+	}
+	forbidden(t, "alice moves a VM of team-b", alice.Create(ctx, other))
 }
 
 // TestSelectorReachingAnotherSet: alice's selector asks for the restricted
