@@ -298,10 +298,11 @@ func (o *options) drainPlan(ctx context.Context, cluster string, do *drainOption
 		return err
 	}
 	in := planInput{Cluster: cluster, Limits: do.limits, FVMs: fvms,
-		Verdicts: map[types.NamespacedName][]explain.Verdict{}, Draining: map[string]bool{}}
+		Verdicts: map[types.NamespacedName][]explain.Verdict{}, Draining: map[string]bool{}, Live: map[string]bool{}}
 	if draining(mc.Spec.Taints) {
 		in.Draining[cluster] = true
 	}
+	in.Live[cluster] = mc.Labels[fleetv1alpha1.LabelLiveMigration] == "true"
 	// Every FleetVM with a copy on the cluster is explained; most read the
 	// same cluster sets, clusters and scores, so each is read once.
 	reader := newMemoReader(o.client)
@@ -323,6 +324,7 @@ func (o *options) drainPlan(ctx context.Context, cluster string, do *drainOption
 			if draining(cl.Taints) {
 				in.Draining[cl.Name] = true
 			}
+			in.Live[cl.Name] = cl.Labels[fleetv1alpha1.LabelLiveMigration] == "true"
 		}
 	}
 	if in.Draining[cluster] {

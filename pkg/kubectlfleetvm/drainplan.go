@@ -29,6 +29,8 @@ type planInput struct {
 	Verdicts map[types.NamespacedName][]explain.Verdict
 	// Draining are the clusters with the drain taint.
 	Draining map[string]bool
+	// Live are the clusters that offer decentralized live migration.
+	Live map[string]bool
 }
 
 // planRow is one copy in the plan of a drain.
@@ -45,7 +47,8 @@ type planRow struct {
 
 // planDrain plans a drain as drain.Waves does: the copies on the cluster
 // in waves within the limits, each with the method it would move by
-// (move.MethodFor with Auto) and a likely target. The target is, among the
+// (move.MethodFor with Auto; Live for Cold when both clusters offer it)
+// and a likely target. The target is, among the
 // clusters pkg/explain says qualify for the FleetVM (not those holding a
 // copy of it, not a cluster being drained, never the one drained), the one
 // with the fewest copies of any FleetVM, the copies planned before it
@@ -77,6 +80,10 @@ func planDrain(in planInput) []planRow {
 				r.Reason = fmt.Sprintf("no other cluster qualifies (kubectl fleetvm explain %s -n %s)", c.FleetVM, c.Namespace)
 			} else {
 				load[r.To]++
+				if method == fleetv1alpha1.MoveMethodCold && in.Live[in.Cluster] && in.Live[r.To] {
+					// As the hub decides: Live when both offer it.
+					r.Method = fleetv1alpha1.MoveMethodLive
+				}
 			}
 			rows = append(rows, r)
 		}

@@ -161,3 +161,32 @@ func TestMemoReader(t *testing.T) {
 		t.Errorf("clusters read = %d, want 2", len(got[2]))
 	}
 }
+
+// TestPlanDrainLiveOrCold: a VM whose DataVolume keeps data of its own
+// moves Live when the drained cluster and its target both offer
+// decentralized live migration, Cold otherwise, as the hub decides.
+func TestPlanDrainLiveOrCold(t *testing.T) {
+	const ownDV = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{
+		"dataVolumeTemplates":[{"metadata":{"name":"d"},"spec":{"source":{"blank":{}}}}],
+		"template":{"spec":{"domain":{},"volumes":[{"name":"data","dataVolume":{"name":"d"}}]}}}}`
+	for _, tc := range []struct {
+		live map[string]bool
+		want fleetv1alpha1.MoveMethod
+	}{
+		{live: map[string]bool{"a": true, "c": true}, want: fleetv1alpha1.MoveMethodLive},
+		{live: map[string]bool{"a": true}, want: fleetv1alpha1.MoveMethodCold},
+	} {
+		db := placed("vms", "db", "a")
+		db.Spec.Template = &runtime.RawExtension{Raw: []byte(ownDV)}
+		rows := planDrain(planInput{
+			Cluster: "a", Limits: drain.DefaultLimits, FVMs: []fleetv1alpha1.FleetVirtualMachine{db},
+			Verdicts: map[types.NamespacedName][]explain.Verdict{
+				{Namespace: "vms", Name: "db"}: verdicts(map[string]explain.Reason{"a": explain.Runs, "c": explain.NotNeeded}),
+			},
+			Live: tc.live,
+		})
+		if len(rows) != 1 || rows[0].Method != tc.want || rows[0].To != "c" {
+			t.Errorf("live %v: %+v, want %s to c", tc.live, rows, tc.want)
+		}
+	}
+}
