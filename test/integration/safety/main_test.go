@@ -53,6 +53,9 @@ const (
 	// nsExportFails prefixes the namespaces whose exports fail on every
 	// spoke (the simulator's fault).
 	nsExportFails = "export-fails"
+	// nsReceiverNeverReady prefixes the namespaces whose live migration
+	// receivers never get a pod (the simulator's fault).
+	nsReceiverNeverReady = "receiver-never-ready"
 	// Each spoke has one node of 16 CPUs: a 12-CPU VM leaves room for no
 	// second one, so its cluster's fit score for its shape falls to 0.
 	nodeCPU, nodeMemory = "16", "64Gi"
@@ -115,6 +118,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 		Faults: simulator.Faults{
 			ExportFails:           func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
 			MigrationFailsHalfway: func(id string) bool { _, ok := failingMigrations.Load(id); return ok },
+			ReceiverNeverReady:    func(vm types.NamespacedName) bool { return strings.HasPrefix(vm.Namespace, nsReceiverNeverReady) },
 		},
 	})
 	return err

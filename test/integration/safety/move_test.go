@@ -617,6 +617,48 @@ func TestMoveLiveRollsBackWhenTheMigrationFails(t *testing.T) {
 	srv.check(t)
 }
 
+// TestMoveLiveRollsBackWhenTheReceiverNeverGetsReady: the target's
+// KubeVirt never schedules the receiver's pod (the simulator's fault for
+// this namespace), so the migration never runs. Past the move's timeout on
+// the fake clock, the move rolls back: the migrations go, the VM never
+// stopped on the source and serves on, the target's copy is removed.
+func TestMoveLiveRollsBackWhenTheReceiverNeverGetsReady(t *testing.T) {
+	const ns = nsReceiverNeverReady + "-live"
+	offerLive(t)
+	srv, fvm, from, data := runningWithData(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	m := newMove(ns, "live", "db", from, "")
+	m.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Minute}
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	mkey := client.ObjectKeyFromObject(m)
+	waitMove(t, mkey, "migrating", inPhase(fleetv1alpha1.MoveMigrating))
+	settle(t, key)
+	if got := waitMove(t, mkey, "still migrating", func(*fleetv1alpha1.FleetVirtualMachineMove) bool { return true }); got.Status.Phase != fleetv1alpha1.MoveMigrating {
+		t.Fatalf("before the timeout the move is %s: %s", got.Status.Phase, got.Status.Message)
+	}
+	clock.Step(10*time.Minute + time.Second)
+	m = waitMove(t, mkey, "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveFailed || !strings.Contains(m.Status.Message, "the live migration did not end within 10m0s") ||
+		!strings.HasSuffix(m.Status.Message, "the VM stays on "+from) {
+		t.Fatalf("move ended %s: %q", m.Status.Phase, m.Status.Message)
+	}
+	waitFVM(t, key, "running on "+from+" only", runningOn(from))
+	if srv.wentAway(vm.Name, from) {
+		t.Errorf("the VM stopped on %s, though its migration never ran", from)
+	}
+	if got := dataIn(t, from, types.NamespacedName{Namespace: ns, Name: "db-data"}); got != data {
+		t.Errorf("the VM's disk on %s holds %q, want %q", from, got, data)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: m.Status.To, VM: vm})
+	noMoveWorks(t, key)
+	srv.check(t)
+}
+
 // TestMoveColdRollsBackWhenTheExportFails: the source's exporter pod
 // fails (the simulator's fault for this namespace), so the disks cannot
 // be copied. The move fails with the reason, the VM starts again where
