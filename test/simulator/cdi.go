@@ -32,7 +32,8 @@ const FailingHostSuffix = ".fail.invalid"
 // DataAnnotation on a PersistentVolumeClaim stands for the data on it: a
 // test writes it on a VM's claim as a marker, and a claim CDI imports from
 // an export's volume URL gets the exported claim's, as the bytes would
-// travel on a real cluster.
+// travel on a real cluster; so does the target VM's claim of the same name
+// when a decentralized live migration succeeds (migration.go).
 const DataAnnotation = "simulator.kubevirt.io/data"
 
 // Reasons the simulator writes into CDI conditions, as CDI does.

@@ -332,13 +332,8 @@ func (s *Simulator) vmExportSource(ctx context.Context, ex *exportv1beta1.Virtua
 	in.populated = true
 	if vm.Spec.Template != nil {
 		for _, v := range vm.Spec.Template.Spec.Volumes {
-			name := ""
-			switch {
-			case v.DataVolume != nil:
-				name = v.DataVolume.Name
-			case v.PersistentVolumeClaim != nil:
-				name = v.PersistentVolumeClaim.ClaimName
-			default:
+			name := volumeClaim(v)
+			if name == "" {
 				continue
 			}
 			c, populated, found, err := s.exportClaim(ctx, ex.Namespace, name)
@@ -380,7 +375,7 @@ func (s *Simulator) claimExportSource(ctx context.Context, ex *exportv1beta1.Vir
 			continue
 		}
 		for _, v := range vmi.Spec.Volumes {
-			if (v.DataVolume != nil && v.DataVolume.Name == c.name) || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == c.name) {
+			if volumeClaim(v) == c.name {
 				in.inUse = fmt.Sprintf("pvc %s/%s is in use", ex.Namespace, c.name)
 			}
 		}

@@ -37,12 +37,21 @@ import (
 // WaitingForSync with its migration state Failed, and the target VM is
 // left not running.
 //
+// KubeVirt copies the VM's disks to the target's volumes as it migrates
+// (block migration). The simulator carries the data marker instead: the
+// source side tells the target the DataAnnotation of each claim its
+// instance's DataVolume and PersistentVolumeClaim volumes name, and when
+// the target migration succeeds, the target VM's claims of the same names
+// get it, before the receiver instance says the migration completed. A
+// failed migration carries nothing.
+//
 // The simulator plays both clusters' side with one migrationReconciler
 // each. What their synchronization controllers would say over the network
 // goes through a SyncNetwork the test fleet shares between its spokes'
 // simulators: a stand-in, since a simulator sees only its own API server.
-// Simplified: no storage is copied, no synchronization controller
-// connection or TLS is checked (a connectURL matches a cluster's
+// Simplified: only the data marker is copied (no size, format or volume
+// mode is checked, and claims pair up by name), no synchronization
+// controller connection or TLS is checked (a connectURL matches a cluster's
 // Options.SyncAddress exactly), local (non-decentralized) migrations and
 // cancellation by deleting a migration are not played, and each side
 // waits for the other by polling the SyncNetwork.
@@ -83,6 +92,10 @@ type migrationSide struct {
 	node, pod    string
 	// start is when the source started sending.
 	start *metav1.Time
+	// data is what the source's disks hold, which the block migration
+	// copies: claim name → DataAnnotation, the non-empty ones (none for
+	// the target side). Never changed once published.
+	data map[string]string
 }
 
 // publish records a side's state. A side never moves back: a pass that
@@ -297,6 +310,16 @@ func (r migrationReconciler) reconcile(ctx context.Context, m *kubevirtv1.Virtua
 	if f := r.faults.MigrationFailsHalfway; f != nil {
 		v.failsHalfway = f(key.migrationID)
 	}
+	// Read before this pass writes anything, so that the pass completing
+	// the source side publishes its data with Succeeded (a final
+	// migration is not reconciled again, so it publishes nothing later).
+	var data map[string]string
+	if !key.target && vmi != nil {
+		var err error
+		if data, err = r.sourceData(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if v.target && v.vmi && v.receiver && m.Status.Phase == kubevirtv1.MigrationPending && v.peer != nil {
 		var err error
 		if v.targetPod, err = r.ensureTargetPod(ctx, vmi); err != nil {
@@ -305,7 +328,7 @@ func (r migrationReconciler) reconcile(ctx context.Context, m *kubevirtv1.Virtua
 	}
 	next, failure := nextMigrationPhase(v)
 	if next == m.Status.Phase {
-		r.publish(m, key, vmi)
+		r.publish(m, key, vmi, data)
 		return ctrl.Result{RequeueAfter: max(peerPoll, r.stepDelay)}, nil
 	}
 	// A target migration writes only into a receiver (or the instance it
@@ -338,13 +361,14 @@ func (r migrationReconciler) reconcile(ctx context.Context, m *kubevirtv1.Virtua
 		return ctrl.Result{}, err
 	}
 	r.stepped(m.UID)
-	r.publish(m, key, vmi)
+	r.publish(m, key, vmi, data)
 	return ctrl.Result{RequeueAfter: max(peerPoll, r.stepDelay)}, nil
 }
 
-// publish tells the other side where this one is.
-func (r migrationReconciler) publish(m *kubevirtv1.VirtualMachineInstanceMigration, key syncKey, vmi *kubevirtv1.VirtualMachineInstance) {
-	side := migrationSide{migrationUID: m.UID, phase: m.Status.Phase}
+// publish tells the other side where this one is and, for the source,
+// what its disks hold.
+func (r migrationReconciler) publish(m *kubevirtv1.VirtualMachineInstanceMigration, key syncKey, vmi *kubevirtv1.VirtualMachineInstance, data map[string]string) {
+	side := migrationSide{migrationUID: m.UID, phase: m.Status.Phase, data: data}
 	if vmi != nil {
 		side.vmiUID = vmi.UID
 		if ms := vmi.Status.MigrationState; ms != nil && ms.MigrationUID == m.UID {
@@ -429,6 +453,15 @@ func (r migrationReconciler) stepInstance(ctx context.Context, m *kubevirtv1.Vir
 	case key.target && next == kubevirtv1.MigrationRunning:
 		ms.StartTimestamp = peer.start
 	case key.target && next == kubevirtv1.MigrationSucceeded:
+		// The block migration has copied the source's disks: their data
+		// is on the target's claims before the instance says the
+		// migration completed (a pass that finds it completed writes
+		// nothing more).
+		if peer != nil {
+			if err := r.receiveData(ctx, vmi, peer.data); err != nil {
+				return nil, err
+			}
+		}
 		// The receiver is an instance like any other now.
 		ms.Completed, ms.EndTimestamp, ms.TargetNodeDomainDetected = true, &now, true
 		delete(vmi.Annotations, kubevirtv1.CreateMigrationTarget)
@@ -458,6 +491,74 @@ func (r migrationReconciler) stepInstance(ctx context.Context, m *kubevirtv1.Vir
 		return nil, err
 	}
 	return vmi, nil
+}
+
+// volumeClaim is the claim a DataVolume or PersistentVolumeClaim volume
+// names (a DataVolume's claim has its name), "" for any other volume.
+func volumeClaim(v kubevirtv1.Volume) string {
+	switch {
+	case v.DataVolume != nil:
+		return v.DataVolume.Name
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName
+	}
+	return ""
+}
+
+// sourceData reads what the source instance's disks hold: the
+// DataAnnotation of each claim its volumes name, the non-empty ones. A
+// claim that does not exist holds nothing to copy.
+func (r migrationReconciler) sourceData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string]string, error) {
+	var data map[string]string
+	for _, v := range vmi.Spec.Volumes {
+		name := volumeClaim(v)
+		if name == "" {
+			continue
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: name}, pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("get PersistentVolumeClaim %s/%s of migrating VirtualMachineInstance %s: %w", vmi.Namespace, name, klog.KObj(vmi), err)
+		}
+		if d := pvc.Annotations[DataAnnotation]; d != "" {
+			if data == nil {
+				data = map[string]string{}
+			}
+			data[name] = d
+		}
+	}
+	return data, nil
+}
+
+// receiveData writes the source's data into the receiver instance's
+// claims of the same names, as the block migration fills the target VM's
+// volumes. A claim missing is an error to retry, not one to skip: the
+// target VM's DataVolumes are populated before its receiver instance
+// exists, so its claims are there (a cache behind catches up).
+func (r migrationReconciler) receiveData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, data map[string]string) error {
+	for _, v := range vmi.Spec.Volumes {
+		name := volumeClaim(v)
+		d, ok := data[name]
+		if name == "" || !ok {
+			continue
+		}
+		key := client.ObjectKey{Namespace: vmi.Namespace, Name: name}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.client.Get(ctx, key, pvc); err != nil {
+			return fmt.Errorf("get PersistentVolumeClaim %s the migration into %s copies to: %w", key, klog.KObj(vmi), err)
+		}
+		if pvc.Annotations[DataAnnotation] == d {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, DataAnnotation, d)
+		if err := r.client.Patch(ctx, pvc, patch); err != nil {
+			return fmt.Errorf("copy data into PersistentVolumeClaim %s: %w", key, err)
+		}
+	}
+	return nil
 }
 
 // vmiOwnerUID is the UID of the instance's VM (the simulator's instance

@@ -3,8 +3,12 @@ package simulator
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestNextMigrationPhase: each side of a decentralized migration moves
@@ -105,5 +109,80 @@ func TestNextMigrationPhase(t *testing.T) {
 				t.Errorf("nextMigrationPhase = %s (reason %q), want %s (failure reason: %v)", got, reason, tc.want, tc.wantFailed)
 			}
 		})
+	}
+}
+
+// TestMigrationData: the source publishes the non-empty data of the
+// claims its instance's volumes name; the target writes it into its
+// claims of the same names, once (a second pass writes nothing), and a
+// claim it lacks is an error, not one to skip.
+func TestMigrationData(t *testing.T) {
+	claim := func(name, data string) *corev1.PersistentVolumeClaim {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: name}}
+		if data != "" {
+			pvc.Annotations = map[string]string{DataAnnotation: data}
+		}
+		return pvc
+	}
+	instance := func(volumes ...kubevirtv1.Volume) *kubevirtv1.VirtualMachineInstance {
+		return &kubevirtv1.VirtualMachineInstance{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web"},
+			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: volumes},
+		}
+	}
+	dataVolume := func(name string) kubevirtv1.Volume {
+		return kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: name}}}
+	}
+	pvcVolume := func(name string) kubevirtv1.Volume {
+		return kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name},
+		}}}
+	}
+	containerDisk := kubevirtv1.Volume{Name: "cloud", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "img"}}}
+
+	s, _, _ := newFakeSimulator(t, claim("root", "root data"), claim("logs", "logs data"), claim("blank", ""))
+	got, err := migrationReconciler{s}.sourceData(t.Context(), instance(dataVolume("root"), pvcVolume("logs"), dataVolume("blank"), dataVolume("gone"), containerDisk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"root": "root data", "logs": "logs data"}, got); diff != "" {
+		t.Errorf("source data (-want,+got):\n%s", diff)
+	}
+
+	s, c, _ := newFakeSimulator(t, claim("root", ""), claim("logs", "old"), claim("scratch", "own"))
+	r := migrationReconciler{s}
+	target := instance(dataVolume("root"), pvcVolume("logs"), dataVolume("scratch"), containerDisk)
+	data := map[string]string{"root": "root data", "logs": "logs data", "elsewhere": "not the target's"}
+	if err := r.receiveData(t.Context(), target, data); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"root": "root data", "logs": "logs data", "scratch": "own"}
+	versions := map[string]string{}
+	for name, w := range want {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: "vms", Name: name}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		if got := pvc.Annotations[DataAnnotation]; got != w {
+			t.Errorf("claim %s holds %q, want %q", name, got, w)
+		}
+		versions[name] = pvc.ResourceVersion
+	}
+	if err := r.receiveData(t.Context(), target, data); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range versions {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: "vms", Name: name}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		if pvc.ResourceVersion != v {
+			t.Errorf("claim %s written again by a second pass (resourceVersion %s, was %s)", name, pvc.ResourceVersion, v)
+		}
+	}
+
+	err = r.receiveData(t.Context(), instance(dataVolume("root"), dataVolume("gone")), map[string]string{"gone": "data"})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("receiving into a claim that does not exist: %v, want a NotFound error to retry", err)
 	}
 }

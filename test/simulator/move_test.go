@@ -319,25 +319,50 @@ func migrationPair(ns, name, id string) (source, target *kubevirtv1.VirtualMachi
 	return source, target
 }
 
+// claimData is the data marker on a claim ("" without one).
+func claimData(t *testing.T, c client.Client, ns, name string) string {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := get(t.Context(), c, ns, name, pvc); err != nil {
+		t.Fatalf("claim %s/%s: %v", ns, name, err)
+	}
+	return pvc.Annotations[simulator.DataAnnotation]
+}
+
 // liveMoveSetup starts the VM ns/name on "spoke" and its receiver on
-// "target" (runStrategy WaitAsReceiver, to run Always afterwards), waits
-// until the receiver waits, and creates both migrations.
-func liveMoveSetup(t *testing.T, ns, name, id string) (src, dst *fleetenv.Cluster) {
+// "target" (runStrategy WaitAsReceiver, to run Always afterwards), each
+// with an imported disk <name>-root, writes a data marker on the source's
+// disk, waits until the receiver waits, and creates both migrations. It
+// returns the marker (the receiver's disk, imported from elsewhere, has
+// none).
+func liveMoveSetup(t *testing.T, ns, name, id string) (src, dst *fleetenv.Cluster, marker string) {
 	t.Helper()
 	ctx := t.Context()
 	src, dst = cluster(t, "spoke", ns), cluster(t, "target", ns)
 	for _, c := range []*fleetenv.Cluster{src, dst} {
 		testNode(t, c, "n-"+ns)
 	}
-	if err := src.Client.Create(ctx, agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"))); err != nil {
+	disk := agenttest.DataVolumeTemplate(name+"-root", agenttest.HTTPSource("https://images.example/rhel9.qcow2"))
+	if err := src.Client.Create(ctx, agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"), disk)); err != nil {
 		t.Fatal(err)
 	}
-	receiver := agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"), agenttest.RunStrategy(kubevirtv1.RunStrategyWaitAsReceiver))
+	receiver := agenttest.VM(ns, name, agenttest.Resources("2", "2Gi"), disk, agenttest.RunStrategy(kubevirtv1.RunStrategyWaitAsReceiver))
 	receiver.Annotations = map[string]string{kubevirtv1.RestoreRunStrategy: string(kubevirtv1.RunStrategyAlways)}
 	if err := dst.Client.Create(ctx, receiver); err != nil {
 		t.Fatal(err)
 	}
 	waitPrintable(t, src.Client, ns, name, kubevirtv1.VirtualMachineStatusRunning, true)
+	// The data on the running VM's disk, which a live migration carries.
+	marker = "written on spoke by " + t.Name()
+	root := &corev1.PersistentVolumeClaim{}
+	if err := get(ctx, src.Client, ns, name+"-root", root); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(root.DeepCopy())
+	metav1.SetMetaDataAnnotation(&root.ObjectMeta, simulator.DataAnnotation, marker)
+	if err := src.Client.Patch(ctx, root, patch); err != nil {
+		t.Fatal(err)
+	}
 	waitPrintable(t, dst.Client, ns, name, kubevirtv1.VirtualMachineStatusWaitingForReceiver, false)
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := get(ctx, dst.Client, ns, name, vmi); err != nil {
@@ -356,7 +381,7 @@ func liveMoveSetup(t *testing.T, ns, name, id string) (src, dst *fleetenv.Cluste
 	if err := src.Client.Create(ctx, out); err != nil {
 		t.Fatal(err)
 	}
-	return src, dst
+	return src, dst, marker
 }
 
 // waitMigration waits until the migration is in phase, and returns it.
@@ -384,16 +409,21 @@ func phasesOf(m *kubevirtv1.VirtualMachineInstanceMigration) []kubevirtv1.Virtua
 }
 
 // TestDecentralizedMigration: both migrations walk KubeVirt's phases for
-// their side; then the source VM is halted with no instance or pod left,
-// and the target VM runs (runStrategy from its restore annotation) on the
-// target cluster's node.
+// their side; the target VM's disk holds the source's data once the
+// target migration says Succeeded; then the source VM is halted with no
+// instance or pod left, and the target VM runs (runStrategy from its
+// restore annotation) on the target cluster's node.
 func TestDecentralizedMigration(t *testing.T) {
 	ctx := t.Context()
 	ns := fresh("live-move")
-	src, dst := liveMoveSetup(t, ns, "web", ns)
+	src, dst, marker := liveMoveSetup(t, ns, "web", ns)
 
 	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationSucceeded)
 	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationSucceeded)
+	// Read right after Succeeded: the data is there by the time it says so.
+	if got := claimData(t, dst.Client, ns, "web-root"); got != marker {
+		t.Errorf("target VM's disk holds data %q after the migration, want the source's %q", got, marker)
+	}
 	wantOut := []kubevirtv1.VirtualMachineInstanceMigrationPhase{kubevirtv1.MigrationSynchronizing, kubevirtv1.MigrationPending,
 		kubevirtv1.MigrationScheduling, kubevirtv1.MigrationScheduled, kubevirtv1.MigrationPreparingTarget,
 		kubevirtv1.MigrationTargetReady, kubevirtv1.MigrationRunning, kubevirtv1.MigrationSucceeded}
@@ -442,15 +472,22 @@ func TestDecentralizedMigration(t *testing.T) {
 }
 
 // TestMigrationFailsHalfway: a migration that fails once both sides run
-// it leaves both migrations Failed, the source VM running where it was,
-// and the target VM not running, its receiver waiting with no pod.
+// it leaves both migrations Failed, the source VM running where it was
+// with its data, and the target VM not running, its receiver waiting with
+// no pod and its disk without the source's data.
 func TestMigrationFailsHalfway(t *testing.T) {
 	ctx := t.Context()
 	ns := fresh("halfway")
-	src, dst := liveMoveSetup(t, ns, "web", fresh(idFailsHalfway))
+	src, dst, marker := liveMoveSetup(t, ns, "web", fresh(idFailsHalfway))
 
 	out := waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationFailed)
 	in := waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationFailed)
+	if got := claimData(t, dst.Client, ns, "web-root"); got != "" {
+		t.Errorf("target VM's disk holds data %q after a failed migration, want none (the source's is %q)", got, marker)
+	}
+	if got := claimData(t, src.Client, ns, "web-root"); got != marker {
+		t.Errorf("source VM's disk holds data %q after a failed migration, want its own %q", got, marker)
+	}
 	for _, m := range []*kubevirtv1.VirtualMachineInstanceMigration{out, in} {
 		phases := phasesOf(m)
 		if len(phases) < 2 || phases[len(phases)-2] != kubevirtv1.MigrationRunning {
@@ -490,7 +527,7 @@ func TestMigrationFailsHalfway(t *testing.T) {
 // source VM keeps running.
 func TestReceiverNeverReady(t *testing.T) {
 	ns := fresh(nsReceiverNeverReady)
-	src, dst := liveMoveSetup(t, ns, "web", ns)
+	src, dst, _ := liveMoveSetup(t, ns, "web", ns)
 	waitMigration(t, dst.Client, ns, "web-in", kubevirtv1.MigrationPending)
 	waitMigration(t, src.Client, ns, "web-out", kubevirtv1.MigrationScheduling)
 	if pods := launcherPods(t, dst.Client, ns, "web"); len(pods) != 0 {

@@ -28,10 +28,14 @@
 // while no Ready export serves it), and KubeVirt 1.7's decentralized live
 // migration (migration.go: a receiver instance for a VM with runStrategy
 // WaitAsReceiver, both clusters' migrations walking their phases, the
-// source halted and the target running at the end). What one cluster
-// cannot see of another goes through stand-ins the test fleet wires:
-// Options.Exports and a shared SyncNetwork. Options.Faults are the test
-// knobs for the failures of a move.
+// source halted and the target running at the end). A claim's
+// DataAnnotation stands for its data, so that a test can check what a
+// move carries: an import from an export gets the exported claim's, and a
+// live migration that succeeds gives the target VM's claims the source's,
+// as the block migration copies the disks (a failed one carries nothing).
+// What one cluster cannot see of another goes through stand-ins the test
+// fleet wires: Options.Exports and a shared SyncNetwork. Options.Faults
+// are the test knobs for the failures of a move.
 package simulator
 
 import (
