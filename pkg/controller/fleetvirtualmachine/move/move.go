@@ -113,14 +113,14 @@ func (m Migration) succeeded() bool {
 }
 
 const (
-	migrationSucceeded = "Succeeded"
-	// RunStrategyWaitAsReceiver holds a Live move's target as the
-	// receiver of the migration; RunStrategyManual holds its source as it
-	// is, so that neither Argo CD nor KubeVirt restarts it once the
-	// migration stopped it.
-	RunStrategyWaitAsReceiver   fleetv1alpha1.RunStrategy = "WaitAsReceiver"
-	printableWaitingForReceiver                           = "WaitingForReceiver"
+	migrationSucceeded          = "Succeeded"
+	printableWaitingForReceiver = "WaitingForReceiver"
 )
+
+// RunStrategyWaitAsReceiver holds a Live move's target as the receiver of
+// the migration (its source is held Manual, so that neither Argo CD nor
+// KubeVirt restarts it once the migration stopped it).
+const RunStrategyWaitAsReceiver fleetv1alpha1.RunStrategy = "WaitAsReceiver"
 
 // Export is what the hub knows of a Cold move's export.
 type Export struct {
