@@ -107,12 +107,21 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 			in.WaitFor = "the OCM scheduler's decision for the FleetVirtualMachine's placement"
 		}
 		if i == 0 && !move.Started(m) && in.WaitFor == "" {
-			targets, err := r.moveTargets(ctx, s, in.Copies)
+			targets, unscored, err := r.moveTargets(ctx, s, in.Copies)
 			if err != nil {
 				s.fail(err)
 				return true
 			}
 			in.Targets = targets
+			// A cluster whose agent has not scored the VM's shape yet may
+			// qualify in a moment: the move waits for it rather than fail
+			// (a changed score wakes it: fleetVMsWithPendingMoves).
+			switch to := m.Spec.To; {
+			case to != "" && !slices.Contains(targets, to) && slices.Contains(unscored, to):
+				in.WaitFor = fmt.Sprintf("the agent of cluster %s to score the VM's shape", to)
+			case to == "" && len(targets) == 0 && len(unscored) > 0:
+				in.WaitFor = fmt.Sprintf("the agents of clusters %s to score the VM's shape", strings.Join(unscored, ", "))
+			}
 		}
 		var imp *delivery.Import
 		in.Export, in.Migration = move.Export{}, move.Migration{}
@@ -187,28 +196,33 @@ func (r *Reconciler) copies(s *scope) map[string]move.Copy {
 // moveTargets are the clusters a moving copy may go to: those the
 // scheduler admits for the VM (environment, bound sets, fit, networks)
 // where it fits now, hold no copy and are not draining; the one FleetVM
-// would place a new copy on first.
-func (r *Reconciler) moveTargets(ctx context.Context, s *scope, copies map[string]move.Copy) ([]string, error) {
+// would place a new copy on first. unscored are the others whose agent
+// has not scored the VM's shape yet.
+func (r *Reconciler) moveTargets(ctx context.Context, s *scope, copies map[string]move.Copy) (targets, unscored []string, err error) {
 	if s.obs.pick == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	draining, err := r.drainingClusters(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var free []string
 	for _, c := range s.obs.Candidates {
-		if !copies[c].Present && !draining[c] && s.obs.pick.Fits(c) {
+		switch {
+		case copies[c].Present || draining[c]:
+		case s.obs.pick.Fits(c):
 			free = append(free, c)
+		case s.obs.pick.Unscored != nil && s.obs.pick.Unscored(c):
+			unscored = append(unscored, c)
 		}
 	}
 	if len(free) == 0 {
-		return nil, nil
+		return nil, unscored, nil
 	}
 	in := *s.obs.pick
 	in.Placed, in.Candidates, in.Desired = nil, free, ptr.To[int32](1)
 	best := placement.Pick(in)
-	return append(best, slices.DeleteFunc(free, func(c string) bool { return slices.Contains(best, c) })...), nil
+	return append(best, slices.DeleteFunc(free, func(c string) bool { return slices.Contains(best, c) })...), unscored, nil
 }
 
 // decisionMoves are what the moves ask of the decision.

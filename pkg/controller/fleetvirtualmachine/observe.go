@@ -282,6 +282,11 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	}
 	if shape, ok := capacity.ShapeOf(fvm); ok {
 		in.Fits = func(c string) bool { return score(c)[shape.Name()] >= 1 }
+		in.Unscored = func(c string) bool {
+			s := score(c)
+			_, scored := s[shape.Name()]
+			return s != nil && !scored
+		}
 	}
 	if fvm.Spec.Placement.Prioritizer == fleetv1alpha1.PrioritizerFreeCapacity {
 		in.Free = func(c string) int32 {

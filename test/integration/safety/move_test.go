@@ -10,17 +10,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
@@ -517,6 +520,56 @@ func TestMoveColdSurvivesAHubRestart(t *testing.T) {
 	}
 	expectDeletions(t, mark, ns, deletion{Cluster: from, VM: vm})
 	noMoveWorks(t, key)
+	srv.check(t)
+}
+
+// TestMoveWaitsForTheTargetToScoreTheShape: the target's agent has not
+// scored the VM's shape yet (its score, valid, lists others: a shape new to
+// it), so the target does not qualify yet. The move waits, Pending and
+// saying so, instead of failing; once the agent scores the shape it runs.
+func TestMoveWaitsForTheTargetToScoreTheShape(t *testing.T) {
+	const ns = "move-unscored"
+	srv, _, from := runningToMove(t, ns)
+	to := otherSpoke(from)
+	shape := capacity.Shape{CPU: resource.MustParse("2"), Memory: resource.MustParse("2Gi")}
+
+	fleetVM.StopAgent(to)
+	agentStopped := true
+	t.Cleanup(func() {
+		if agentStopped {
+			if err := fleetVM.StartAgent(to); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	// What the agent would show had it not scored the shape yet.
+	score := &clusterv1alpha1.AddOnPlacementScore{}
+	if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: to, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+		t.Fatal(err)
+	}
+	before := score.DeepCopy()
+	score.Status.Scores = slices.DeleteFunc(score.Status.Scores, func(s clusterv1alpha1.AddOnPlacementScoreItem) bool { return s.Name == shape.Name() })
+	score.Status.ValidUntil = &metav1.Time{Time: clock.Now().Add(time.Hour)}
+	if err := fleet.Hub.Client.Status().Patch(t.Context(), score, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+
+	m := newMove(ns, "unscored", "web", from, to)
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	mkey := client.ObjectKeyFromObject(m)
+	waitMove(t, mkey, "waiting for the score", func(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+		return m.Status.Phase == fleetv1alpha1.MovePending && strings.Contains(m.Status.Message, "the agent of cluster "+to+" to score the VM's shape")
+	})
+	if err := fleetVM.StartAgent(to); err != nil {
+		t.Fatal(err)
+	}
+	agentStopped = false
+	m = waitMove(t, mkey, "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveSucceeded || m.Status.To != to {
+		t.Fatalf("move ended %s to %q: %s", m.Status.Phase, m.Status.To, m.Status.Message)
+	}
 	srv.check(t)
 }
 

@@ -35,6 +35,10 @@ type PickInput struct {
 	// Fits says whether the agent's current score still lets the VM in
 	// (the decision was made on the scores of its last schedule).
 	Fits func(cluster string) bool
+	// Unscored says whether the cluster's agent reports a valid score that
+	// does not list the VM's shape yet: it has not scored a shape new to it
+	// (nil: never).
+	Unscored func(cluster string) bool
 	// Free ranks by free capacity first (the FreeCapacity prioritizer);
 	// nil ranks by load only.
 	Free func(cluster string) int32
