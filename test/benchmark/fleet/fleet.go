@@ -93,6 +93,12 @@ type Config struct {
 	// after a garbage collection) is written once the burst converged,
 	// when the hub holds the most.
 	HubHeapProfile string
+	// BurstCPUProfile, when set, is the prefix of the CPU profiles of the
+	// hub API server and of fleetvm-hub taken over the first
+	// BurstCPUProfileWindow of the burst (<prefix>-apiserver-cpu.pprof,
+	// <prefix>-hub-cpu.pprof).
+	BurstCPUProfile       string
+	BurstCPUProfileWindow time.Duration
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration

@@ -129,6 +129,13 @@ func (h *harness) burst(ctx context.Context) error {
 		fvms[i] = newFleetVM(burstNS, fmt.Sprintf("vm-%04d", i), i, h.cfg.ClustersPerVM)
 		converge[i] = h.fvms.wait(keyOf(fvms[i]), converged)
 	}
+	splitBefore := readCPUSplit(h.hub.pid())
+	writesBefore, _ := apiWrites(ctx, h.kube)
+	profiles := func() {}
+	if h.cfg.BurstCPUProfile != "" {
+		profiles = h.cpuProfiles(ctx, h.cfg.BurstCPUProfile, h.cfg.BurstCPUProfileWindow)
+	}
+	defer profiles()
 	t0 := time.Now()
 	if err := fleetenv.Parallel(ctx, m, h.cfg.Concurrency, func(ctx context.Context, i int) error {
 		h.stages.created(keyOf(fvms[i]), time.Now())
@@ -158,6 +165,8 @@ func (h *harness) burst(ctx context.Context) error {
 		h.report.add("burst: FleetVMs converged", float64(countSet(times)), "FleetVMs")
 		return fmt.Errorf("FleetVMs not converged: %w", err)
 	}
+	splitAfter := readCPUSplit(h.hub.pid())
+	writesAfter, _ := apiWrites(ctx, h.kube)
 	last := slices.MaxFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	total := last.Sub(t0)
 	stages := h.stages.snapshot()
@@ -236,6 +245,8 @@ func (h *harness) burst(ctx context.Context) error {
 		r.add("creation: hub or OCM scheduler still busy 10 min after convergence", 1, "flag")
 	}
 	r.addDuration("burst: hub CPU time", cpuAfter.CPU-cpuBefore.CPU)
+	addCPURows(r, "burst", splitBefore, splitAfter)
+	addWriteRows(r, "burst", writesBefore, writesAfter, m)
 	h.addReconcileRows("burst", recBefore, recAfter)
 	waitProfile.addRows(r, "burst")
 	h.memory("burst")
