@@ -237,6 +237,18 @@ func (c *ShapeCache) Forget(key types.NamespacedName) {
 	c.mu.Unlock()
 }
 
+// Retain forgets every FleetVirtualMachine not in keep: for a user that
+// lists them all, rather than hearing of each deletion.
+func (c *ShapeCache) Retain(keep map[types.NamespacedName]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.entries {
+		if !keep[key] {
+			c.drop(key)
+		}
+	}
+}
+
 // drop removes key's entry and its count; c.mu is held.
 func (c *ShapeCache) drop(key types.NamespacedName) {
 	old, had := c.entries[key]

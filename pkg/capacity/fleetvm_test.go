@@ -200,4 +200,10 @@ func TestShapeCacheDistinct(t *testing.T) {
 	if len(c.names) != 1 {
 		t.Errorf("counts of %d namespaces kept, want 1", len(c.names))
 	}
+	seen("team-a", "c", "uc", 1, 8)
+	c.Retain(map[types.NamespacedName]bool{{Namespace: "team-a", Name: "c"}: true})
+	expect("only c retained", map[string]int{"team-a": 1, "team-b": 0})
+	if len(c.entries) != 1 {
+		t.Errorf("Retain kept %d entries, want 1", len(c.entries))
+	}
 }

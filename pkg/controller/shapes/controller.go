@@ -36,6 +36,19 @@ type Reconciler struct {
 	// (capacity.DefaultShapesPerNamespace when 0); the FleetVirtualMachine
 	// controller must be given the same.
 	ShapesPerNamespace int
+
+	// The controller has one work item, so one reconcile runs at a time
+	// and these need no lock.
+	//
+	// shapes decodes each FleetVirtualMachine's template once per
+	// generation, not on every pass over the fleet.
+	shapes capacity.ShapeCache
+	// verified maps each cluster namespace to the resourceVersion of its
+	// ConfigMap as last found or written holding verifiedData: while the
+	// cache shows that same version and the data is unchanged, there is
+	// nothing to compare. An edit makes a new version.
+	verified     map[string]string
+	verifiedData string
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
@@ -44,19 +57,28 @@ type Reconciler struct {
 // ConfigMap whose content differs; the cost is reads from the cache, and a
 // write only where something changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	// Read only: the cache's objects are not copied.
 	var fvms fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &fvms); err != nil {
+	if err := r.Client.List(ctx, &fvms, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list FleetVirtualMachines: %w", err)
 	}
+	listed := make(map[types.NamespacedName]bool, len(fvms.Items))
+	for i := range fvms.Items {
+		listed[client.ObjectKeyFromObject(&fvms.Items[i])] = true
+	}
+	r.shapes.Retain(listed)
 	// A FleetVirtualMachine over its namespace's limit says so in its
 	// status (the FleetVirtualMachine controller); its shape is not here.
-	data, err := capacity.EncodeShapes(capacity.Shapes(fvms.Items, r.ShapesPerNamespace).Shapes)
+	data, err := capacity.EncodeShapes(capacity.ShapesOf(fvms.Items, r.ShapesPerNamespace, r.shapes.Of).Shapes)
 	if err != nil {
 		// The ConfigMaps keep their last content: no shape replaces another.
 		return ctrl.Result{}, err
 	}
+	if r.verified == nil || data != r.verifiedData {
+		r.verified, r.verifiedData = map[string]string{}, data
+	}
 	var clusters clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &clusters); err != nil {
+	if err := r.Client.List(ctx, &clusters, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list ManagedClusters: %w", err)
 	}
 	var errs []error
@@ -83,10 +105,20 @@ func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
 		got = nil
 	case err != nil:
 		return fmt.Errorf("get ConfigMap %s: %w", klog.KObj(want), err)
+	case got.ResourceVersion == r.verified[namespace]:
+		return nil
 	}
 	// NotFound on create: the cluster namespace is not there (yet).
-	if _, err := write.Ensure(ctx, r.Client, want, got); err != nil && !apierrors.IsNotFound(err) {
+	out, err := write.Ensure(ctx, r.Client, want, got)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
 		return fmt.Errorf("write ConfigMap %s: %w", klog.KObj(want), err)
+	case out == write.Created:
+		r.verified[namespace] = want.ResourceVersion
+	default: // Ensure leaves the API server's copy in got when it patches
+		r.verified[namespace] = got.ResourceVersion
 	}
 	return nil
 }
