@@ -10,10 +10,15 @@ import (
 // destination cluster it does not know yet (no cluster secret: a cluster
 // new to its set, whose GitOpsCluster import lags) and looks again only
 // after three minutes; a list generator is not requeued when the secret
-// appears (only cluster generators are). So while an Application the
-// ApplicationSet lists is missing, FleetVM asks for a refresh with Argo
-// CD's own annotation: first refreshAfter after the Application went
-// missing, then at most every refreshEvery.
+// appears (only cluster generators are). It says so in the
+// ApplicationSet's status: ErrorOccurred, reason
+// ApplicationValidationError. So while an Application the ApplicationSet
+// lists is missing and Argo CD reports having set one aside, FleetVM asks
+// for a refresh with Argo CD's own annotation: first refreshAfter after
+// the Application went missing, then at most every refreshEvery. An
+// Application that is merely not made yet (Argo CD has not come to the
+// ApplicationSet: a burst) is not a reason: a refresh would only add to
+// Argo CD's queue.
 const (
 	AnnotationArgoRefresh      = "argocd.argoproj.io/application-set-refresh"
 	AnnotationRefreshRequested = "fleetvm.io/refresh-requested"
@@ -21,9 +26,23 @@ const (
 	refreshEvery               = 20 * time.Second
 )
 
+// SetAside tells whether Argo CD reports, in the ApplicationSet's status,
+// that it set aside an Application it could not make.
+func SetAside(appSet *argov1alpha1.ApplicationSet) bool {
+	for _, c := range appSet.Status.Conditions {
+		if c.Type == argov1alpha1.ApplicationSetConditionErrorOccurred {
+			return c.Status == argov1alpha1.ApplicationSetConditionStatusTrue &&
+				c.Reason == argov1alpha1.ApplicationSetReasonApplicationValidationError
+		}
+	}
+	return false
+}
+
 // NextRefresh says whether to ask Argo CD for a refresh now, or in how
-// long to look again (0: nothing is missing).
-func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, missingSince time.Time, lastRequested string, now time.Time) (refresh bool, wait time.Duration) {
+// long to look again (0: nothing is missing). setAside is SetAside of the
+// ApplicationSet: without it, nothing is asked, and the wait is only when
+// to look again.
+func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, setAside bool, missingSince time.Time, lastRequested string, now time.Time) (refresh bool, wait time.Duration) {
 	missing := false
 	for _, c := range listed {
 		if apps[c] == nil {
@@ -39,6 +58,10 @@ func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, mis
 	}
 	if now.Before(next) {
 		return false, next.Sub(now)
+	}
+	if !setAside {
+		// Argo CD's status write wakes the reconcile; this is a backstop.
+		return false, refreshEvery
 	}
 	return true, refreshEvery
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // TestNextRefresh: Argo CD is asked to refresh only while a listed
-// Application is missing, not before refreshAfter, and not more often than
-// refreshEvery.
+// Application is missing and Argo CD reports having set one aside, not
+// before refreshAfter, and not more often than refreshEvery.
 func TestNextRefresh(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	present := map[string]*argov1alpha1.Application{"prod-a": {}}
@@ -18,6 +18,7 @@ func TestNextRefresh(t *testing.T) {
 		listed      []string
 		since       time.Duration
 		last        string
+		notSetAside bool
 		wantRefresh bool
 		wantWait    time.Duration
 	}{
@@ -27,13 +28,39 @@ func TestNextRefresh(t *testing.T) {
 		"asked 5 s ago":                         {listed: []string{"prod-b"}, since: time.Hour, last: stamp(5 * time.Second), wantWait: refreshEvery - 5*time.Second},
 		"asked refreshEvery ago":                {listed: []string{"prod-b"}, since: time.Hour, last: stamp(refreshEvery), wantRefresh: true, wantWait: refreshEvery},
 		"unreadable stamp: the first rule only": {listed: []string{"prod-b"}, since: time.Hour, last: "yesterday", wantRefresh: true, wantWait: refreshEvery},
+		"missing, Argo CD not there yet":        {listed: []string{"prod-b"}, since: time.Hour, notSetAside: true, wantWait: refreshEvery},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			refresh, wait := NextRefresh(tc.listed, present, now.Add(-tc.since), tc.last, now)
+			refresh, wait := NextRefresh(tc.listed, present, !tc.notSetAside, now.Add(-tc.since), tc.last, now)
 			if refresh != tc.wantRefresh || wait != tc.wantWait {
 				t.Errorf("refresh %v, wait %s; want %v, %s", refresh, wait, tc.wantRefresh, tc.wantWait)
 			}
 		})
+	}
+}
+
+// TestSetAside: only Argo CD's ErrorOccurred condition for an Application
+// it could not validate counts.
+func TestSetAside(t *testing.T) {
+	cond := func(status argov1alpha1.ApplicationSetConditionStatus, reason string) *argov1alpha1.ApplicationSet {
+		return &argov1alpha1.ApplicationSet{Status: argov1alpha1.ApplicationSetStatus{Conditions: []argov1alpha1.ApplicationSetCondition{
+			{Type: argov1alpha1.ApplicationSetConditionResourcesUpToDate, Status: argov1alpha1.ApplicationSetConditionStatusFalse},
+			{Type: argov1alpha1.ApplicationSetConditionErrorOccurred, Status: status, Reason: reason},
+		}}}
+	}
+	cases := map[string]struct {
+		appSet *argov1alpha1.ApplicationSet
+		want   bool
+	}{
+		"no status":     {&argov1alpha1.ApplicationSet{}, false},
+		"set aside":     {cond(argov1alpha1.ApplicationSetConditionStatusTrue, argov1alpha1.ApplicationSetReasonApplicationValidationError), true},
+		"error over":    {cond(argov1alpha1.ApplicationSetConditionStatusFalse, argov1alpha1.ApplicationSetReasonApplicationSetUpToDate), false},
+		"another error": {cond(argov1alpha1.ApplicationSetConditionStatusTrue, argov1alpha1.ApplicationSetReasonCreateApplicationError), false},
+	}
+	for name, tc := range cases {
+		if got := SetAside(tc.appSet); got != tc.want {
+			t.Errorf("%s: SetAside = %v, want %v", name, got, tc.want)
+		}
 	}
 }
