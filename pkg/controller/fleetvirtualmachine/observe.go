@@ -280,7 +280,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		scores[cluster] = capacity.ValidScoreValues(s, r.Clock.Now()) // expired: no score
 		return scores[cluster]
 	}
-	if shape, ok := capacity.ShapeOf(fvm); ok {
+	if shape, ok := r.shapes.Of(fvm); ok {
 		in.Fits = func(c string) bool { return score(c)[shape.Name()] >= 1 }
 		in.Unscored = func(c string) bool {
 			s := score(c)
@@ -351,9 +351,11 @@ func scheduled(p *clusterv1beta1.Placement) (bool, string) {
 // readDecisions returns the clusters the scheduler decided for a Placement,
 // sorted: from its own decisions, or from any of its name (anyOwner).
 func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement, anyOwner bool) ([]string, error) {
+	// Read only: a shared Placement's decisions list every qualifying
+	// cluster, and are not copied for each reconcile.
 	var list clusterv1beta1.PlacementDecisionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
-		client.MatchingFields{IndexPlacement: p.Name}); err != nil {
+		client.MatchingFields{IndexPlacement: p.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
 	}
 	var clusters []string

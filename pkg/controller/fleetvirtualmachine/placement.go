@@ -58,7 +58,7 @@ func (r *Reconciler) candidatePlacement(fvm *fleetv1alpha1.FleetVirtualMachine, 
 	predicate := clusterv1beta1.ClusterPredicate{
 		RequiredClusterSelector: clusterv1beta1.ClusterSelector{LabelSelector: placement.LabelSelector(fp, r.Config.EnvironmentLabel)},
 	}
-	if shape, ok := capacity.ShapeOf(fvm); ok {
+	if shape, ok := r.shapes.Of(fvm); ok {
 		predicate.RequiredClusterSelector.CelSelector = clusterv1beta1.ClusterCelSelector{
 			CelExpressions: []string{fitExpression(shape)},
 		}

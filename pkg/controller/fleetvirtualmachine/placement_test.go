@@ -40,8 +40,12 @@ func TestCandidatePlacement(t *testing.T) {
 	}
 	other := map[string]*clusterv1beta1.Placement{
 		"environment": r.candidatePlacement(base("team-a", "x").Env("dev").Obj(), sets),
-		"shape":       r.candidatePlacement(base("team-a", "x").VM(4, "4Gi").Obj(), sets),
-		"sets":        r.candidatePlacement(base("team-a", "x").Obj(), []string{"default", "edge"}),
+		"shape": r.candidatePlacement(func() *fleetv1alpha1.FleetVirtualMachine {
+			f := base("team-a", "x").VM(4, "4Gi").Obj()
+			f.Generation++ // as the API server counts a spec change
+			return f
+		}(), sets),
+		"sets": r.candidatePlacement(base("team-a", "x").Obj(), []string{"default", "edge"}),
 	}
 	for what, p := range other {
 		if p.Name == a.Name {

@@ -81,9 +81,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err := r.Client.List(ctx, &clusters, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list ManagedClusters: %w", err)
 	}
+	// One list of the ConfigMaps FleetVM made, not one read per cluster.
+	var cms corev1.ConfigMapList
+	if err := r.Client.List(ctx, &cms, client.MatchingLabels{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list ConfigMaps: %w", err)
+	}
+	have := map[string]*corev1.ConfigMap{}
+	for i := range cms.Items {
+		if cms.Items[i].Name == fleetv1alpha1.ShapesConfigMapName {
+			have[cms.Items[i].Namespace] = &cms.Items[i]
+		}
+	}
 	var errs []error
 	for _, mc := range clusters.Items {
-		if err := r.ensure(ctx, mc.Name, data); err != nil {
+		if err := r.ensure(ctx, mc.Name, data, have[mc.Name]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -93,31 +105,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	return ctrl.Result{}, nil
 }
 
-func (r *Reconciler) ensure(ctx context.Context, namespace, data string) error {
+// ensure writes one cluster's ConfigMap; cached is the cache's copy (nil:
+// none), which it does not change.
+func (r *Reconciler) ensure(ctx context.Context, namespace, data string, cached *corev1.ConfigMap) error {
+	if cached != nil && cached.ResourceVersion == r.verified[namespace] {
+		return nil
+	}
 	want := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: fleetv1alpha1.ShapesConfigMapName, Namespace: namespace,
 			Labels: map[string]string{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue}},
 		Data: map[string]string{fleetv1alpha1.ShapesConfigMapKey: data},
 	}
-	got := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); {
-	case apierrors.IsNotFound(err):
-		got = nil
-	case err != nil:
-		return fmt.Errorf("get ConfigMap %s: %w", klog.KObj(want), err)
-	case got.ResourceVersion == r.verified[namespace]:
-		return nil
+	var got *corev1.ConfigMap
+	if cached != nil {
+		got = cached.DeepCopy() // Ensure leaves the API server's copy in it
 	}
-	// NotFound on create: the cluster namespace is not there (yet).
 	out, err := write.Ensure(ctx, r.Client, want, got)
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err): // on create: the cluster namespace is not there (yet)
 		return nil
 	case err != nil:
 		return fmt.Errorf("write ConfigMap %s: %w", klog.KObj(want), err)
 	case out == write.Created:
 		r.verified[namespace] = want.ResourceVersion
-	default: // Ensure leaves the API server's copy in got when it patches
+	default:
 		r.verified[namespace] = got.ResourceVersion
 	}
 	return nil
