@@ -6,6 +6,7 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -125,4 +126,57 @@ func TestScoresChanged(t *testing.T) {
 		}, want: true},
 	}
 	checkUpdates(t, scoresChanged(), old, nil, cases)
+}
+
+// TestNotOwnStatusWrite: the event of the hub's own last status write does
+// not reconcile again; a change of anything else, someone else's status
+// write, and the event a reconcile waits for (the cache was behind) do.
+func TestNotOwnStatusWrite(t *testing.T) {
+	r := &Reconciler{}
+	old := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", ResourceVersion: "1", Generation: 1},
+	}
+	own := func(f *fleetv1alpha1.FleetVirtualMachine) { r.expect.Wrote(f) } // as record does after its write
+	status := func(f *fleetv1alpha1.FleetVirtualMachine) { f.Status.ObservedGeneration = 1 }
+	cases := map[string]struct {
+		change func(*fleetv1alpha1.FleetVirtualMachine)
+		want   bool
+	}{
+		"own status write":      {change: func(f *fleetv1alpha1.FleetVirtualMachine) { status(f); own(f) }, want: false},
+		"someone else's status": {change: status, want: true},
+		"own write, spec changed too": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
+			status(f)
+			f.Generation++
+			f.Spec.Placement.Environment = "prod"
+			own(f)
+		}, want: true},
+		"own write, label changed": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
+			f.Labels = map[string]string{"x": "y"}
+			own(f)
+		}, want: true},
+		"own write, being deleted": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
+			now := metav1.Now()
+			f.DeletionTimestamp = &now
+			own(f)
+		}, want: true},
+		"own write a reconcile waits for": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
+			status(f)
+			own(f)
+			if r.expect.Satisfied(old) { // the cache still held the copy before it
+				t.Fatal("the copy before the write was acted on")
+			}
+		}, want: true},
+	}
+	p := r.notOwnStatusWrite()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r.expect.Forget(client.ObjectKeyFromObject(old))
+			n := old.DeepCopy()
+			n.ResourceVersion = "2"
+			c.change(n)
+			if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
+				t.Errorf("Update passes = %v, want %v", got, c.want)
+			}
+		})
+	}
 }
