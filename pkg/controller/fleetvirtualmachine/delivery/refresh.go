@@ -39,9 +39,10 @@ func SetAside(appSet *argov1alpha1.ApplicationSet) bool {
 }
 
 // NextRefresh says whether to ask Argo CD for a refresh now, or in how
-// long to look again (0: nothing is missing). setAside is SetAside of the
-// ApplicationSet: without it, nothing is asked, and the wait is only when
-// to look again.
+// long to look again (0: nothing to ask for). setAside is SetAside of the
+// ApplicationSet: without it there is nothing to ask for, and no reason
+// to look again before an event (in a burst, every FleetVirtualMachine
+// looked again every 10 to 20 s while Argo CD worked through its queue).
 func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, setAside bool, missingSince time.Time, lastRequested string, now time.Time) (refresh bool, wait time.Duration) {
 	missing := false
 	for _, c := range listed {
@@ -49,7 +50,9 @@ func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, set
 			missing = true
 		}
 	}
-	if !missing {
+	if !missing || !setAside {
+		// Nothing to ask for: the Application's creation, or Argo CD's
+		// status write when it sets one aside, wakes the reconcile.
 		return false, 0
 	}
 	next := missingSince.Add(refreshAfter)
@@ -58,10 +61,6 @@ func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, set
 	}
 	if now.Before(next) {
 		return false, next.Sub(now)
-	}
-	if !setAside {
-		// Argo CD's status write wakes the reconcile; this is a backstop.
-		return false, refreshEvery
 	}
 	return true, refreshEvery
 }
