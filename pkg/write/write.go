@@ -209,21 +209,38 @@ func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, fi
 // status, as computed, with the resourceVersion it was computed from. It
 // reports whether obj was written.
 func Status(ctx context.Context, c client.Client, before, obj client.Object) (bool, error) {
-	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(before)
+	a, err := statusOf(before)
 	if err != nil {
 		return false, err
 	}
-	b, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	b, err := statusOf(obj)
 	if err != nil {
 		return false, err
 	}
-	if reflect.DeepEqual(a["status"], b["status"]) {
+	if reflect.DeepEqual(a, b) {
 		return false, nil
 	}
 	if err := c.Status().Update(ctx, obj); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// statusOf is obj's status as JSON would carry it: only the status is
+// converted, not the whole object (a FleetVirtualMachine's spec holds its
+// VM template), when obj is a pointer to a struct with a Status field.
+func statusOf(obj client.Object) (any, error) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+		if f := v.Elem().FieldByName("Status"); f.IsValid() && f.Kind() == reflect.Struct && f.CanAddr() {
+			return runtime.DefaultUnstructuredConverter.ToUnstructured(f.Addr().Interface())
+		}
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return u["status"], nil
 }
 
 // Stale reports whether err, or every error joined in it, is the API

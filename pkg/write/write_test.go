@@ -241,6 +241,10 @@ func TestStatus(t *testing.T) {
 	if wrote, err := Status(ctx, c, before, got); err != nil || wrote || *writes != 0 {
 		t.Fatalf("Status unchanged = %v, %v, %d writes; want no write", wrote, err, *writes)
 	}
+	got.Spec.Finalizers = []corev1.FinalizerName{"not-status"}
+	if wrote, err := Status(ctx, c, before, got); err != nil || wrote || *writes != 0 {
+		t.Fatalf("Status with only the spec changed = %v, %v, %d writes; want no write", wrote, err, *writes)
+	}
 	got.Status.Phase = corev1.NamespaceActive
 	if wrote, err := Status(ctx, c, before, got); err != nil || !wrote {
 		t.Fatalf("Status changed = %v, %v; want a write", wrote, err)
