@@ -3,6 +3,7 @@ package fleetvirtualmachine
 import (
 	"context"
 	"slices"
+	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -133,10 +134,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
 			builder.WithPredicates(shapeMayFreeUp())).
 		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
-		Watches(&argov1alpha1.ApplicationSet{}, byLabels, inArgo).
-		Watches(&argov1alpha1.Application{}, byLabels, inArgo, builder.WithPredicates(applicationChanged())).
+		Watches(&argov1alpha1.ApplicationSet{}, createsCoalesced(byLabels), inArgo).
+		Watches(&argov1alpha1.Application{}, createsCoalesced(byLabels), inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
-		Watches(&fleetv1alpha1.VMReport{}, reports).
+		Watches(&fleetv1alpha1.VMReport{}, createsCoalesced(reports)).
 		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(fleetVMOfMove)).
 		// A Cold move's export feedback.
 		Watches(&workv1.ManifestWork{}, byLabels, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return moveWorkKey(o) != "" }))).
@@ -152,6 +153,35 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(write.Requeue(r))
 }
+
+// Coalesce is how long the creation of an ApplicationSet, Application or
+// VM report waits before it wakes its FleetVirtualMachine. A rollout
+// creates one of each per cluster within moments of each other: a
+// reconcile for each would write a status for each step (Delivered on 1
+// of 3 clusters, then 2, ...), and every status write is work for the API
+// server. Later changes of these objects (a VM stopping, an Application
+// out of sync) wake the FleetVirtualMachine at once.
+const Coalesce = time.Second
+
+// createsCoalesced passes h's create events to the queue Coalesce later
+// (the queue keeps one per FleetVirtualMachine, at the earliest time
+// asked), and every other event at once.
+func createsCoalesced(h handler.EventHandler) handler.EventHandler {
+	return coalescedCreates{h}
+}
+
+type coalescedCreates struct{ handler.EventHandler }
+
+func (c coalescedCreates) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	c.EventHandler.Create(ctx, e, delayedQueue{q})
+}
+
+// delayedQueue adds Coalesce later.
+type delayedQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (q delayedQueue) Add(item reconcile.Request) { q.AddAfter(item, Coalesce) }
 
 // ownerOrUsers maps a Placement to its FleetVirtualMachine, or a
 // candidate Placement to its users.

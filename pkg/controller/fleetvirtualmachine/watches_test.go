@@ -1,0 +1,51 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// recordingQueue records what a handler queues, and when it asks for it.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	now, after []reconcile.Request
+	delays     []time.Duration
+}
+
+func (q *recordingQueue) Add(item reconcile.Request) { q.now = append(q.now, item) }
+func (q *recordingQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	q.after, q.delays = append(q.after, item), append(q.delays, d)
+}
+
+// TestCreatesCoalesced: a create wakes the FleetVirtualMachine Coalesce
+// later; an update or a delete at once.
+func TestCreatesCoalesced(t *testing.T) {
+	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "web"}}
+	h := createsCoalesced(handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{key}
+	}))
+	obj := &fleetv1alpha1.VMReport{}
+	ctx := context.Background()
+
+	q := &recordingQueue{}
+	h.Create(ctx, event.CreateEvent{Object: obj}, q)
+	if len(q.now) != 0 || len(q.after) != 1 || q.after[0] != key || q.delays[0] != Coalesce {
+		t.Errorf("create: queued at once %v, later %v after %v; want %v after %s only", q.now, q.after, q.delays, key, Coalesce)
+	}
+	q = &recordingQueue{}
+	h.Update(ctx, event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
+	h.Delete(ctx, event.DeleteEvent{Object: obj}, q)
+	if len(q.now) != 2 || len(q.after) != 0 {
+		t.Errorf("update and delete: queued at once %v, later %v; want both at once", q.now, q.after)
+	}
+}
