@@ -27,9 +27,6 @@ type Expectations struct {
 type expectation struct {
 	resourceVersion string
 	at              time.Time
-	// waiting: a reconcile found the cache behind and waits for the
-	// watch event of this write.
-	waiting bool
 }
 
 // ExpectationTimeout bounds the wait for the cache: past it the object is
@@ -68,22 +65,7 @@ func (e *Expectations) Satisfied(obj client.Object) bool {
 		delete(e.m, key)
 		return true
 	}
-	exp.waiting = true
-	e.m[key] = exp
 	return false
-}
-
-// Own tells whether obj, as a watch event brings it, is the controller's
-// own last write of it and no reconcile waits for that event: the
-// reconcile that wrote it acted on it already, so its event need not start
-// another. Anything else (someone else's write, a write not recorded yet,
-// an expectation already satisfied) is not Own: at worst, one reconcile
-// more.
-func (e *Expectations) Own(obj client.Object) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	exp, ok := e.m[client.ObjectKeyFromObject(obj)]
-	return ok && !exp.waiting && exp.resourceVersion == obj.GetResourceVersion()
 }
 
 // Forget drops the expectation of an object that is gone.

@@ -45,36 +45,3 @@ func TestExpectations(t *testing.T) {
 		t.Error("forgotten, yet still waiting")
 	}
 }
-
-// TestExpectationsOwn: the watch event of the controller's own last write
-// is Own, unless a reconcile found the cache behind and waits for it;
-// someone else's write never is.
-func TestExpectationsOwn(t *testing.T) {
-	e := &Expectations{}
-	at := func(rv string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", ResourceVersion: rv}}
-	}
-	if e.Own(at("1")) {
-		t.Error("nothing written, yet Own")
-	}
-	e.Wrote(at("5"))
-	if !e.Own(at("5")) {
-		t.Error("the own write's event is not Own")
-	}
-	if e.Own(at("6")) {
-		t.Error("someone else's later write is Own")
-	}
-	e.Wrote(at("8"))
-	if e.Satisfied(at("7")) {
-		t.Fatal("the copy before the write was acted on")
-	}
-	if e.Own(at("8")) {
-		t.Error("a reconcile waits for this event, yet it is Own")
-	}
-	if !e.Satisfied(at("8")) {
-		t.Error("the written copy was not acted on")
-	}
-	if e.Own(at("8")) {
-		t.Error("satisfied and forgotten, yet Own")
-	}
-}

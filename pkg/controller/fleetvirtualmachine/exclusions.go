@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
@@ -111,12 +112,14 @@ func rescheduleToken(current *clusterv1beta1.Placement, waiting bool, qualifying
 }
 
 // waitingForClusters: the FleetVirtualMachine has fewer clusters than it
-// asks for, and its status says why. Those reasons change with the
-// clusters' labels, taints and capacity scores, which do not bring a
-// reconcile while the OCM scheduler's decision stays the same.
+// asks for, or asks for every cluster that qualifies, and its status says
+// why some are left out. Those reasons change with the clusters' labels,
+// taints and capacity scores, which do not bring a reconcile while the
+// OCM scheduler's decision stays the same (an expired score is one: the
+// scheduler's CEL reads it whatever its validity, the hub does not).
 func waitingForClusters(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
 	return fvm.Status.Placement != nil && len(fvm.Status.Placement.Excluded) > 0 &&
-		meta.IsStatusConditionFalse(fvm.Status.Conditions, fleetv1alpha1.ConditionPlaced)
+		(fvm.Spec.Placement.Clusters == nil || meta.IsStatusConditionFalse(fvm.Status.Conditions, fleetv1alpha1.ConditionPlaced))
 }
 
 // fleetVMsWaitingForClusters maps a cluster or its capacity score to the
@@ -145,10 +148,13 @@ func (r *Reconciler) fleetVMsWithPendingMoves(ctx context.Context) []reconcile.R
 	return out
 }
 
-// scoresChanged passes a capacity score whose values changed, not one
-// whose validity was only renewed.
-func scoresChanged() predicate.Predicate {
+// scoresChanged passes a capacity score whose values changed, or whose
+// renewal brings back a score that had expired (the cluster fits again),
+// not one whose validity was only renewed.
+func (r *Reconciler) scoresChanged() predicate.Predicate {
 	return updateChanged(func(o, n *clusterv1alpha1.AddOnPlacementScore) bool {
-		return !equality.Semantic.DeepEqual(o.Status.Scores, n.Status.Scores)
+		now := r.Clock.Now()
+		return !equality.Semantic.DeepEqual(o.Status.Scores, n.Status.Scores) ||
+			capacity.Expired(o, now) && !capacity.Expired(n, now)
 	})
 }

@@ -3,7 +3,9 @@ package fleetvirtualmachine
 import (
 	"testing"
 
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 )
 
@@ -29,5 +31,36 @@ func TestRescheduleToken(t *testing.T) {
 	}
 	if got := rescheduleToken(nil, false, nil); got != "" {
 		t.Errorf("no Placement: token %q, want none", got)
+	}
+}
+
+// TestWaitingForClusters: a FleetVirtualMachine is woken by capacity
+// changes while its status leaves clusters out and it has fewer than it
+// asks for, or asks for every cluster that qualifies (an expired score
+// leaves a cluster out without the scheduler's decision changing).
+func TestWaitingForClusters(t *testing.T) {
+	excluded := &fleetv1alpha1.PlacementStatus{Excluded: []fleetv1alpha1.ExclusionCount{{Reason: "AgentNotReporting", Count: 1}}}
+	placed := func(s metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: fleetv1alpha1.ConditionPlaced, Status: s}}
+	}
+	cases := map[string]struct {
+		clusters   *int32
+		placement  *fleetv1alpha1.PlacementStatus
+		conditions []metav1.Condition
+		want       bool
+	}{
+		"fewer than asked, some left out": {ptr.To(int32(3)), excluded, placed(metav1.ConditionFalse), true},
+		"placed as asked":                 {ptr.To(int32(3)), excluded, placed(metav1.ConditionTrue), false},
+		"every cluster, some left out":    {nil, excluded, placed(metav1.ConditionTrue), true},
+		"every cluster, none left out":    {nil, &fleetv1alpha1.PlacementStatus{}, placed(metav1.ConditionTrue), false},
+		"no placement recorded yet":       {nil, nil, nil, false},
+	}
+	for name, c := range cases {
+		f := &fleetv1alpha1.FleetVirtualMachine{}
+		f.Spec.Placement.Clusters = c.clusters
+		f.Status.Placement, f.Status.Conditions = c.placement, c.conditions
+		if got := waitingForClusters(f); got != c.want {
+			t.Errorf("%s: waitingForClusters = %v, want %v", name, got, c.want)
+		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
-	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,58 +126,18 @@ func TestScoresChanged(t *testing.T) {
 			s.Status.Scores = append(s.Status.Scores, clusterv1alpha1.AddOnPlacementScoreItem{Name: "fit-4000m-8192mi", Value: 1})
 		}, want: true},
 	}
-	checkUpdates(t, scoresChanged(), old, nil, cases)
-}
+	// The hub's clock before the old validity ends.
+	r := &Reconciler{Clock: clocktesting.NewFakeClock(then.Add(-time.Minute))}
+	checkUpdates(t, r.scoresChanged(), old, nil, cases)
 
-// TestNotOwnStatusWrite: the event of the hub's own last status write does
-// not reconcile again; a change of anything else, someone else's status
-// write, and the event a reconcile waits for (the cache was behind) do.
-func TestNotOwnStatusWrite(t *testing.T) {
-	r := &Reconciler{}
-	old := &fleetv1alpha1.FleetVirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", ResourceVersion: "1", Generation: 1},
-	}
-	own := func(f *fleetv1alpha1.FleetVirtualMachine) { r.expect.Wrote(f) } // as record does after its write
-	status := func(f *fleetv1alpha1.FleetVirtualMachine) { f.Status.ObservedGeneration = 1 }
-	cases := map[string]struct {
-		change func(*fleetv1alpha1.FleetVirtualMachine)
-		want   bool
-	}{
-		"own status write":      {change: func(f *fleetv1alpha1.FleetVirtualMachine) { status(f); own(f) }, want: false},
-		"someone else's status": {change: status, want: true},
-		"own write, spec changed too": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
-			status(f)
-			f.Generation++
-			f.Spec.Placement.Environment = "prod"
-			own(f)
-		}, want: true},
-		"own write, label changed": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
-			f.Labels = map[string]string{"x": "y"}
-			own(f)
-		}, want: true},
-		"own write, being deleted": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
-			now := metav1.Now()
-			f.DeletionTimestamp = &now
-			own(f)
-		}, want: true},
-		"own write a reconcile waits for": {change: func(f *fleetv1alpha1.FleetVirtualMachine) {
-			status(f)
-			own(f)
-			if r.expect.Satisfied(old) { // the cache still held the copy before it
-				t.Fatal("the copy before the write was acted on")
-			}
-		}, want: true},
-	}
-	p := r.notOwnStatusWrite()
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			r.expect.Forget(client.ObjectKeyFromObject(old))
-			n := old.DeepCopy()
-			n.ResourceVersion = "2"
-			c.change(n)
-			if got := p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n}); got != c.want {
-				t.Errorf("Update passes = %v, want %v", got, c.want)
-			}
-		})
-	}
+	// Past it: the agent had stopped renewing, and a renewal brings the
+	// cluster back (its FleetVirtualMachines waiting for clusters may
+	// pick it again); one still in the past does not.
+	r.Clock = clocktesting.NewFakeClock(then.Add(time.Minute))
+	checkUpdates(t, r.scoresChanged(), old, nil, map[string]updateCase[*clusterv1alpha1.AddOnPlacementScore]{
+		"renewed after it expired": {change: func(s *clusterv1alpha1.AddOnPlacementScore) { s.Status.ValidUntil = &later }, want: true},
+		"renewed, still expired": {change: func(s *clusterv1alpha1.AddOnPlacementScore) {
+			s.Status.ValidUntil = ptr.To(metav1.NewTime(then.Add(30 * time.Second)))
+		}, want: false},
+	})
 }

@@ -129,7 +129,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.
 		Named("fleetvirtualmachine").
-		For(&fleetv1alpha1.FleetVirtualMachine{}, builder.WithPredicates(r.notOwnStatusWrite())).
+		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
 			builder.WithPredicates(shapeMayFreeUp())).
@@ -145,7 +145,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
 		Watches(&clusterv1alpha1.AddOnPlacementScore{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsWaitingForClusters),
-			builder.WithPredicates(scoresChanged())).
+			builder.WithPredicates(r.scoresChanged())).
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).
@@ -269,28 +269,6 @@ func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) 
 // FleetVirtualMachine about once a minute with nothing to do.
 func applicationChanged() predicate.Predicate {
 	return updateChanged(func(o, n *argov1alpha1.Application) bool { return !sameButReconciledAt(o, n) })
-}
-
-// notOwnStatusWrite drops the update event of this controller's own
-// status write: the reconcile that wrote it acted on it already, in the
-// same pass (record, then deliver). Anything else in the object changed
-// (spec, labels, annotations, finalizers, owners, deletion), someone
-// else's write, or a reconcile waiting for the cache to catch up with the
-// write (write.Expectations) still starts one. In a burst this was one
-// reconcile in two.
-func (r *Reconciler) notOwnStatusWrite() predicate.Predicate {
-	return updateChanged(func(o, n *fleetv1alpha1.FleetVirtualMachine) bool {
-		return !sameButStatus(o, n) || !r.expect.Own(n)
-	})
-}
-
-// sameButStatus says whether two copies of a FleetVirtualMachine differ
-// only in their status (and resource version and managed fields).
-func sameButStatus(a, b *fleetv1alpha1.FleetVirtualMachine) bool {
-	ma, mb := a.ObjectMeta, b.ObjectMeta
-	ma.ResourceVersion, mb.ResourceVersion = "", ""
-	ma.ManagedFields, mb.ManagedFields = nil, nil
-	return equality.Semantic.DeepEqual(ma, mb) && equality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 // updateChanged passes every create, delete and generic event, and an
