@@ -165,7 +165,10 @@ const Coalesce = time.Second
 
 // createsCoalesced passes h's create events to the queue Coalesce later
 // (the queue keeps one per FleetVirtualMachine, at the earliest time
-// asked), and every other event at once.
+// asked), and every other event at once. The creates of the informer's
+// initial list (the hub starting) go at once too: they meet the
+// FleetVirtualMachine's own in the queue, which keeps one, where a later
+// one would be a second reconcile of every FleetVirtualMachine.
 func createsCoalesced(h handler.EventHandler) handler.EventHandler {
 	return coalescedCreates{h}
 }
@@ -173,6 +176,10 @@ func createsCoalesced(h handler.EventHandler) handler.EventHandler {
 type coalescedCreates struct{ handler.EventHandler }
 
 func (c coalescedCreates) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if e.IsInInitialList {
+		c.EventHandler.Create(ctx, e, q)
+		return
+	}
 	c.EventHandler.Create(ctx, e, delayedQueue{q})
 }
 

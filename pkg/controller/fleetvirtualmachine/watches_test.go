@@ -28,7 +28,8 @@ func (q *recordingQueue) AddAfter(item reconcile.Request, d time.Duration) {
 }
 
 // TestCreatesCoalesced: a create wakes the FleetVirtualMachine Coalesce
-// later; an update or a delete at once.
+// later; an update, a delete or a create of the informer's initial list
+// (the hub starting) at once.
 func TestCreatesCoalesced(t *testing.T) {
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "web"}}
 	h := createsCoalesced(handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -45,7 +46,8 @@ func TestCreatesCoalesced(t *testing.T) {
 	q = &recordingQueue{}
 	h.Update(ctx, event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
 	h.Delete(ctx, event.DeleteEvent{Object: obj}, q)
-	if len(q.now) != 2 || len(q.after) != 0 {
-		t.Errorf("update and delete: queued at once %v, later %v; want both at once", q.now, q.after)
+	h.Create(ctx, event.CreateEvent{Object: obj, IsInInitialList: true}, q)
+	if len(q.now) != 3 || len(q.after) != 0 {
+		t.Errorf("update, delete and the initial list's create: queued at once %v, later %v; want all at once", q.now, q.after)
 	}
 }
