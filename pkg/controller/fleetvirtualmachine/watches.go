@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/coalesce"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
@@ -134,10 +135,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOverShapeLimit),
 			builder.WithPredicates(shapeMayFreeUp())).
 		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
-		Watches(&argov1alpha1.ApplicationSet{}, createsCoalesced(byLabels), inArgo).
-		Watches(&argov1alpha1.Application{}, createsCoalesced(byLabels), inArgo, builder.WithPredicates(applicationChanged())).
+		Watches(&argov1alpha1.ApplicationSet{}, coalesce.Creates(byLabels, Coalesce), inArgo).
+		Watches(&argov1alpha1.Application{}, coalesce.Creates(byLabels, Coalesce), inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
-		Watches(&fleetv1alpha1.VMReport{}, createsCoalesced(reports)).
+		Watches(&fleetv1alpha1.VMReport{}, coalesce.Creates(reports, Coalesce)).
 		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(fleetVMOfMove)).
 		// A Cold move's export feedback.
 		Watches(&workv1.ManifestWork{}, byLabels, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return moveWorkKey(o) != "" }))).
@@ -162,33 +163,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // server. Later changes of these objects (a VM stopping, an Application
 // out of sync) wake the FleetVirtualMachine at once.
 const Coalesce = time.Second
-
-// createsCoalesced passes h's create events to the queue Coalesce later
-// (the queue keeps one per FleetVirtualMachine, at the earliest time
-// asked), and every other event at once. The creates of the informer's
-// initial list (the hub starting) go at once too: they meet the
-// FleetVirtualMachine's own in the queue, which keeps one, where a later
-// one would be a second reconcile of every FleetVirtualMachine.
-func createsCoalesced(h handler.EventHandler) handler.EventHandler {
-	return coalescedCreates{h}
-}
-
-type coalescedCreates struct{ handler.EventHandler }
-
-func (c coalescedCreates) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if e.IsInInitialList {
-		c.EventHandler.Create(ctx, e, q)
-		return
-	}
-	c.EventHandler.Create(ctx, e, delayedQueue{q})
-}
-
-// delayedQueue adds Coalesce later.
-type delayedQueue struct {
-	workqueue.TypedRateLimitingInterface[reconcile.Request]
-}
-
-func (q delayedQueue) Add(item reconcile.Request) { q.AddAfter(item, Coalesce) }
 
 // ownerOrUsers maps a Placement to its FleetVirtualMachine, or a
 // candidate Placement to its users.

@@ -12,18 +12,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/coalesce"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -145,7 +146,9 @@ const Coalesce = time.Second
 // change, any new cluster, any edit of a shapes ConfigMap queues the one
 // fleet-wide work item, Coalesce later.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	all := coalesced{delay: Coalesce}
+	all := coalesce.All(handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{fleetKey}
+	}), Coalesce)
 	shapesOnly := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetName() == fleetv1alpha1.ShapesConfigMapName
 	}))
@@ -157,23 +160,4 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		Watches(&corev1.ConfigMap{}, all, shapesOnly).
 		Complete(write.Requeue(r))
-}
-
-// coalesced queues the fleet-wide work item delay after any event; the
-// queue keeps one, at the earliest time asked, however many events come.
-type coalesced struct{ delay time.Duration }
-
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (c coalesced) Create(_ context.Context, _ event.CreateEvent, q queue) {
-	q.AddAfter(fleetKey, c.delay)
-}
-func (c coalesced) Update(_ context.Context, _ event.UpdateEvent, q queue) {
-	q.AddAfter(fleetKey, c.delay)
-}
-func (c coalesced) Delete(_ context.Context, _ event.DeleteEvent, q queue) {
-	q.AddAfter(fleetKey, c.delay)
-}
-func (c coalesced) Generic(_ context.Context, _ event.GenericEvent, q queue) {
-	q.AddAfter(fleetKey, c.delay)
 }

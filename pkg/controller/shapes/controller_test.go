@@ -3,7 +3,6 @@ package shapes
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -11,14 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/util/workqueue"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -119,36 +115,5 @@ func TestReconcile(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, read("dev-a")); diff != "" {
 		t.Errorf("hand-edited shapes not put back (-want,+got):\n%s", diff)
-	}
-}
-
-// delays records what a handler queues, and how much later.
-type delays struct {
-	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	now   int
-	later []time.Duration
-}
-
-func (q *delays) Add(reconcile.Request)                         { q.now++ }
-func (q *delays) AddAfter(_ reconcile.Request, d time.Duration) { q.later = append(q.later, d) }
-
-// TestCoalesced: every event queues the one fleet-wide item Coalesce
-// later, never at once: a burst of FleetVirtualMachines makes one pass.
-func TestCoalesced(t *testing.T) {
-	h := coalesced{delay: Coalesce}
-	q := &delays{}
-	obj := fvm("a", "1", "1Gi")
-	ctx := context.Background()
-	h.Create(ctx, event.CreateEvent{Object: obj}, q)
-	h.Update(ctx, event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
-	h.Delete(ctx, event.DeleteEvent{Object: obj}, q)
-	h.Generic(ctx, event.GenericEvent{Object: obj}, q)
-	if q.now != 0 || len(q.later) != 4 {
-		t.Fatalf("queued %d at once and %d later, want 0 and 4", q.now, len(q.later))
-	}
-	for _, d := range q.later {
-		if d != Coalesce {
-			t.Errorf("queued %s later, want %s", d, Coalesce)
-		}
 	}
 }
