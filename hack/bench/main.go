@@ -84,6 +84,7 @@ func run() int {
 	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
 	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst, the at-rest scenario and the restart after it.")
 	flag.DurationVar(&cfg.BurstCPUProfileWindow, "burst-cpuprofile", 0, "Take CPU profiles of the hub API server and of fleetvm-hub over this much of the burst, saved beside the report (0: none).")
+	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	memLimit, err := resource.ParseQuantity(*hubMemory)
@@ -122,6 +123,9 @@ func run() int {
 	cfg.HubHeapProfile = filepath.Join(out, stamp+"-hub-heap.pprof")
 	if cfg.BurstCPUProfileWindow > 0 {
 		cfg.BurstCPUProfile = filepath.Join(out, stamp+"-burst")
+	}
+	if cfg.RestartCPUProfileWindow > 0 {
+		cfg.RestartCPUProfile = filepath.Join(out, stamp+"-restart")
 	}
 	cfg.Log = os.Stderr
 	// The harness's own controller-runtime clients log nothing.

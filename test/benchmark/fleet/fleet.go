@@ -99,6 +99,11 @@ type Config struct {
 	// <prefix>-hub-cpu.pprof).
 	BurstCPUProfile       string
 	BurstCPUProfileWindow time.Duration
+	// RestartCPUProfile, likewise, is the prefix of the CPU profiles
+	// taken over the first RestartCPUProfileWindow after the hub's
+	// restart.
+	RestartCPUProfile       string
+	RestartCPUProfileWindow time.Duration
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration

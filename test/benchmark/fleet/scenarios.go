@@ -691,11 +691,15 @@ func (h *harness) restart(ctx context.Context) error {
 		return err
 	}
 	h.hub.stop()
+	splitBefore := readCPUSplit(0) // the new hub starts from none
 	start := time.Now()
 	if err := h.startHub(ctx); err != nil {
 		return err
 	}
 	ready := time.Since(start)
+	if h.cfg.RestartCPUProfile != "" {
+		defer h.cpuProfiles(ctx, h.cfg.RestartCPUProfile, h.cfg.RestartCPUProfileWindow)()
+	}
 	var reconciled, depth float64
 	steady := func() bool {
 		ss, err := scrapeHTTP(ctx, h.hub.metricsURL)
@@ -711,6 +715,7 @@ func (h *harness) restart(ctx context.Context) error {
 		return fmt.Errorf("the restarted hub reconciled %.0f of %d FleetVirtualMachines, %.0f queued: %w", reconciled, fvms, depth, err)
 	}
 	toSteady := time.Since(start)
+	splitSteady := readCPUSplit(h.hub.pid())
 	atSteady, err := readHubCounts(ctx, h.kube)
 	if err != nil {
 		return err
@@ -729,6 +734,7 @@ func (h *harness) restart(ctx context.Context) error {
 	r.add(label+": hub writes until quiet", quiet.sub(before).writesExceptEvents(), "writes")
 	r.add(label+": hub events until quiet", quiet.sub(before).Writes["events"], "events")
 	r.add(label+": FleetVM reconciles until quiet", recs, "reconciles")
+	addCPURows(r, label+" until steady", splitBefore, splitSteady)
 	h.logf("restart: ready in %s, steady in %s, %.0f writes", ready.Truncate(time.Millisecond), toSteady.Truncate(time.Millisecond), quiet.sub(before).writesExceptEvents())
 	h.memory("restart")
 	return nil
