@@ -194,13 +194,21 @@ func Mutate(ctx context.Context, c client.Client, obj client.Object, change func
 	return patch(ctx, c, obj, before, obj, true)
 }
 
-// AddFinalizer adds finalizer to obj with Mutate.
+// AddFinalizer adds finalizer to obj with Mutate; an object that has it
+// is not even copied (every reconcile asks).
 func AddFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
+	if controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
 	return Mutate(ctx, c, obj, func() { controllerutil.AddFinalizer(obj, finalizer) })
 }
 
-// RemoveFinalizer removes finalizer from obj with Mutate.
+// RemoveFinalizer removes finalizer from obj with Mutate; likewise
+// nothing is copied when obj has none.
 func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
 	return Mutate(ctx, c, obj, func() { controllerutil.RemoveFinalizer(obj, finalizer) })
 }
 

@@ -71,6 +71,12 @@ type Reconciler struct {
 	// initial list (SetupWithManager).
 	shapes         capacity.ShapeCache
 	shapesObserved func() bool
+	// written lets the generated objects found as last written (the
+	// namespace works, shared by a namespace's FleetVirtualMachines,
+	// above all) skip the comparison.
+	written write.Memo
+	// valid remembers the generations that passed validation.
+	valid validated
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch

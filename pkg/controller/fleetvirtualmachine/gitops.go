@@ -119,7 +119,7 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		// survive, let it go, and recreate it on the next pass.
 		return nil, r.releaseApplicationSet(ctx, fvm, got)
 	}
-	switch out, err := write.Ensure(ctx, r.Client, want, got); {
+	switch out, err := r.written.Ensure(ctx, r.Client, want, got); {
 	case err != nil:
 		return nil, fmt.Errorf("write ApplicationSet %s: %w", klog.KObj(want), err)
 	case out == write.Created:

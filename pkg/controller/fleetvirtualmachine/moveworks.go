@@ -19,7 +19,6 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
-	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // This file keeps the ManifestWorks of Cold moves (move.ExportWork,
@@ -137,7 +136,7 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 			continue
 		}
 		keep[client.ObjectKeyFromObject(want)] = true
-		if _, err := write.Ensure(ctx, r.Client, want, w.export); err != nil {
+		if _, err := r.written.Ensure(ctx, r.Client, want, w.export); err != nil {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 			continue
 		}
@@ -155,7 +154,7 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 			continue
 		}
 		keep[client.ObjectKeyFromObject(imp)] = true
-		if _, err := write.Ensure(ctx, r.Client, imp, w.imports); err != nil {
+		if _, err := r.written.Ensure(ctx, r.Client, imp, w.imports); err != nil {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(imp), err))
 		}
 	}
@@ -246,7 +245,7 @@ func (r *Reconciler) ensureLiveWorks(ctx context.Context, s *scope, st stepped, 
 			return err
 		}
 		keep[client.ObjectKeyFromObject(want)] = true
-		if _, err := write.Ensure(ctx, r.Client, want, w.receive); err != nil {
+		if _, err := r.written.Ensure(ctx, r.Client, want, w.receive); err != nil {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 		}
 	}
@@ -256,7 +255,7 @@ func (r *Reconciler) ensureLiveWorks(ctx context.Context, s *scope, st stepped, 
 			return err
 		}
 		keep[client.ObjectKeyFromObject(want)] = true
-		if _, err := write.Ensure(ctx, r.Client, want, w.send); err != nil {
+		if _, err := r.written.Ensure(ctx, r.Client, want, w.send); err != nil {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 		}
 	}

@@ -115,7 +115,7 @@ func isCandidatePlacement(p client.Object) bool {
 // after an update it holds the API server's copy). It returns the
 // Placement as the API server holds it and whether it was written.
 func (r *Reconciler) reconcilePlacement(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, want, got *clusterv1beta1.Placement) (*clusterv1beta1.Placement, bool, error) {
-	switch out, err := write.Ensure(ctx, r.Client, want, got); {
+	switch out, err := r.written.Ensure(ctx, r.Client, want, got); {
 	case err != nil:
 		return nil, false, fmt.Errorf("write Placement %s: %w", klog.KObj(want), err)
 	case out == write.Created:

@@ -81,6 +81,7 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 	r.alarms.set(key, 0)
 	r.expect.Forget(key)
 	r.shapes.Forget(key)
+	r.valid.forget(key)
 	if err := r.failMovesOfGone(ctx, key); err != nil {
 		return ctrl.Result{}, err
 	}

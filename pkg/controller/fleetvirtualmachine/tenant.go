@@ -22,7 +22,6 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
-	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch;create;update;patch;delete
@@ -68,7 +67,7 @@ func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) 
 	case got.Labels[tenancy.LabelNamespace] != namespace:
 		return status.Forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
 	}
-	if _, err := write.Ensure(ctx, r.Client, want, got); err != nil {
+	if _, err := r.written.Ensure(ctx, r.Client, want, got); err != nil {
 		return fmt.Errorf("write AppProject %s: %w", klog.KObj(want), err)
 	}
 	return nil
@@ -132,7 +131,7 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 			errs = append(errs, fmt.Errorf("ManifestWork %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), fvm.Namespace))
 			continue
 		}
-		if _, err := write.Ensure(ctx, r.Client, want, got); err != nil {
+		if _, err := r.written.Ensure(ctx, r.Client, want, got); err != nil {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 		}
 	}

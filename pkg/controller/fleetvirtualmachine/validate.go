@@ -3,11 +3,13 @@ package fleetvirtualmachine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,8 +32,12 @@ import (
 // and no VM is removed because of it; Ready and Placed say why, with the
 // field errors.
 func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (bool, error) {
+	if r.valid.has(fvm) {
+		return false, nil
+	}
 	_, errs := validation.FleetVirtualMachine(fvm, r.validationOptions())
 	if len(errs) == 0 {
+		r.valid.add(fvm)
 		return false, nil
 	}
 	before := fvm.DeepCopy()
@@ -45,6 +51,41 @@ func (r *Reconciler) reconcileInvalid(ctx context.Context, fvm *fleetv1alpha1.Fl
 	}
 	r.recordTransitions(before, fvm)
 	return true, nil
+}
+
+// validated remembers, per FleetVirtualMachine, the UID and generation
+// that last passed validation: a spec is decoded and checked once per
+// generation, not at every reconcile. The rules read only the spec, the
+// name and the namespace, and the hub's settings, which are fixed.
+type validated struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]validGeneration
+}
+
+type validGeneration struct {
+	uid        types.UID
+	generation int64
+}
+
+func (v *validated) has(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.m[client.ObjectKeyFromObject(fvm)] == validGeneration{fvm.UID, fvm.Generation}
+}
+
+func (v *validated) add(fvm *fleetv1alpha1.FleetVirtualMachine) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[types.NamespacedName]validGeneration{}
+	}
+	v.m[client.ObjectKeyFromObject(fvm)] = validGeneration{fvm.UID, fvm.Generation}
+}
+
+func (v *validated) forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, key)
 }
 
 // validationOptions are the hub settings the rules depend on.
