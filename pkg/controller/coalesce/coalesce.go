@@ -17,25 +17,7 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // All passes every event of h to the queue delay later.
 func All(h handler.EventHandler, delay time.Duration) handler.EventHandler {
-	return all{h, delay}
-}
-
-type all struct {
-	handler.EventHandler
-	delay time.Duration
-}
-
-func (a all) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	a.EventHandler.Create(ctx, e, later{q, a.delay})
-}
-func (a all) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	a.EventHandler.Update(ctx, e, later{q, a.delay})
-}
-func (a all) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
-	a.EventHandler.Delete(ctx, e, later{q, a.delay})
-}
-func (a all) Generic(ctx context.Context, e event.GenericEvent, q queue) {
-	a.EventHandler.Generic(ctx, e, later{q, a.delay})
+	return delayed{h, delay, true}
 }
 
 // Creates passes h's create events to the queue delay later, and every
@@ -45,20 +27,39 @@ func (a all) Generic(ctx context.Context, e event.GenericEvent, q queue) {
 // meet the owner's own in the queue, which keeps one, where a later one
 // would be a second reconcile of every owner.
 func Creates(h handler.EventHandler, delay time.Duration) handler.EventHandler {
-	return creates{h, delay}
+	return delayed{h, delay, false}
 }
 
-type creates struct {
+// delayed passes creates later (but the initial list's, unless all), and
+// the other events later only if all.
+type delayed struct {
 	handler.EventHandler
 	delay time.Duration
+	all   bool
 }
 
-func (c creates) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	if e.IsInInitialList {
-		c.EventHandler.Create(ctx, e, q)
-		return
+func (d delayed) Create(ctx context.Context, e event.CreateEvent, q queue) {
+	if d.all || !e.IsInInitialList {
+		q = later{q, d.delay}
 	}
-	c.EventHandler.Create(ctx, e, later{q, c.delay})
+	d.EventHandler.Create(ctx, e, q)
+}
+func (d delayed) Update(ctx context.Context, e event.UpdateEvent, q queue) {
+	d.EventHandler.Update(ctx, e, d.others(q))
+}
+func (d delayed) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
+	d.EventHandler.Delete(ctx, e, d.others(q))
+}
+func (d delayed) Generic(ctx context.Context, e event.GenericEvent, q queue) {
+	d.EventHandler.Generic(ctx, e, d.others(q))
+}
+
+// others is the queue of the events other than creates.
+func (d delayed) others(q queue) queue {
+	if d.all {
+		return later{q, d.delay}
+	}
+	return q
 }
 
 // later adds delay later.

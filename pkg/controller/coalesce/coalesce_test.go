@@ -30,46 +30,49 @@ var key = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "tea
 
 func toKey(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} }
 
-// TestAll: every event queues delay later, never at once.
-func TestAll(t *testing.T) {
+// TestDelayed: All queues every event delay later; Creates a create
+// only, and an update, a delete, a generic event or a create of the
+// informer's initial list (the process starting) at once.
+func TestDelayed(t *testing.T) {
 	const delay = 3 * time.Second
-	h := All(handler.EnqueueRequestsFromMapFunc(toKey), delay)
-	obj := &fleetv1alpha1.FleetVirtualMachine{}
-	ctx := context.Background()
-	q := &recordingQueue{}
-	h.Create(ctx, event.CreateEvent{Object: obj}, q)
-	h.Create(ctx, event.CreateEvent{Object: obj, IsInInitialList: true}, q)
-	h.Update(ctx, event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
-	h.Delete(ctx, event.DeleteEvent{Object: obj}, q)
-	h.Generic(ctx, event.GenericEvent{Object: obj}, q)
-	if len(q.now) != 0 || len(q.after) != 5 {
-		t.Fatalf("queued %v at once and %v later, want none and 5", q.now, q.after)
-	}
-	for i, d := range q.delays {
-		if d != delay || q.after[i] != key {
-			t.Errorf("queued %v %s later, want %v %s later", q.after[i], d, key, delay)
-		}
-	}
-}
-
-// TestCreates: a create queues delay later; an update, a delete or a
-// create of the informer's initial list (the process starting) at once.
-func TestCreates(t *testing.T) {
-	const delay = 3 * time.Second
-	h := Creates(handler.EnqueueRequestsFromMapFunc(toKey), delay)
 	obj := &fleetv1alpha1.VMReport{}
-	ctx := context.Background()
-
-	q := &recordingQueue{}
-	h.Create(ctx, event.CreateEvent{Object: obj}, q)
-	if len(q.now) != 0 || len(q.after) != 1 || q.after[0] != key || q.delays[0] != delay {
-		t.Errorf("create: queued at once %v, later %v after %v; want %v after %s only", q.now, q.after, q.delays, key, delay)
+	events := []struct {
+		name string
+		send func(handler.EventHandler, queue)
+	}{
+		{"create", func(h handler.EventHandler, q queue) {
+			h.Create(context.Background(), event.CreateEvent{Object: obj}, q)
+		}},
+		{"initial list's create", func(h handler.EventHandler, q queue) {
+			h.Create(context.Background(), event.CreateEvent{Object: obj, IsInInitialList: true}, q)
+		}},
+		{"update", func(h handler.EventHandler, q queue) {
+			h.Update(context.Background(), event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
+		}},
+		{"delete", func(h handler.EventHandler, q queue) {
+			h.Delete(context.Background(), event.DeleteEvent{Object: obj}, q)
+		}},
+		{"generic", func(h handler.EventHandler, q queue) {
+			h.Generic(context.Background(), event.GenericEvent{Object: obj}, q)
+		}},
 	}
-	q = &recordingQueue{}
-	h.Update(ctx, event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
-	h.Delete(ctx, event.DeleteEvent{Object: obj}, q)
-	h.Create(ctx, event.CreateEvent{Object: obj, IsInInitialList: true}, q)
-	if len(q.now) != 3 || len(q.after) != 0 {
-		t.Errorf("update, delete and the initial list's create: queued at once %v, later %v; want all at once", q.now, q.after)
+	for _, c := range []struct {
+		name      string
+		h         handler.EventHandler
+		wantLater []bool // per event above
+	}{
+		{"All", All(handler.EnqueueRequestsFromMapFunc(toKey), delay), []bool{true, true, true, true, true}},
+		{"Creates", Creates(handler.EnqueueRequestsFromMapFunc(toKey), delay), []bool{true, false, false, false, false}},
+	} {
+		for i, e := range events {
+			q := &recordingQueue{}
+			e.send(c.h, q)
+			switch {
+			case c.wantLater[i] && (len(q.now) != 0 || len(q.after) != 1 || q.after[0] != key || q.delays[0] != delay):
+				t.Errorf("%s, %s: queued at once %v, later %v after %v; want %v after %s only", c.name, e.name, q.now, q.after, q.delays, key, delay)
+			case !c.wantLater[i] && (len(q.now) != 1 || q.now[0] != key || len(q.after) != 0):
+				t.Errorf("%s, %s: queued at once %v, later %v; want %v at once only", c.name, e.name, q.now, q.after, key)
+			}
+		}
 	}
 }
