@@ -13,6 +13,11 @@
 //     (finalizers, owner references, one annotation).
 //   - Status: a status FleetVM computes whole, written with Update.
 //
+// A Memo in front of Ensure skips the comparison for an object still at
+// the resourceVersion where it last held the same ask: a hub that
+// reconciles thousands of objects with nothing to change compares each
+// once.
+//
 // Each of them writes nothing when the object already holds what is asked:
 // a controller at rest issues no request. A write that could overwrite
 // someone's change (a status, a finalizer or owner-reference list, which
