@@ -19,6 +19,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/explain"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -107,20 +108,10 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 			in.WaitFor = "the OCM scheduler's decision for the FleetVirtualMachine's placement"
 		}
 		if i == 0 && !move.Started(m) && in.WaitFor == "" {
-			targets, unscored, err := r.moveTargets(ctx, s, in.Copies)
-			if err != nil {
+			var err error
+			if in.Targets, in.WaitFor, err = r.pendingTargets(ctx, s, m.Spec.To, in.Copies); err != nil {
 				s.fail(err)
 				return true
-			}
-			in.Targets = targets
-			// A cluster whose agent has not scored the VM's shape yet may
-			// qualify in a moment: the move waits for it rather than fail
-			// (a changed score wakes it: fleetVMsWithPendingMoves).
-			switch to := m.Spec.To; {
-			case to != "" && !slices.Contains(targets, to) && slices.Contains(unscored, to):
-				in.WaitFor = fmt.Sprintf("the agent of cluster %s to score the VM's shape", to)
-			case to == "" && len(targets) == 0 && len(unscored) > 0:
-				in.WaitFor = fmt.Sprintf("the agents of clusters %s to score the VM's shape", strings.Join(unscored, ", "))
 			}
 		}
 		var imp *delivery.Import
@@ -223,6 +214,91 @@ func (r *Reconciler) moveTargets(ctx context.Context, s *scope, copies map[strin
 	in.Placed, in.Candidates, in.Desired = nil, free, ptr.To[int32](1)
 	best := placement.Pick(in)
 	return append(best, slices.DeleteFunc(free, func(c string) bool { return slices.Contains(best, c) })...), unscored, nil
+}
+
+// pendingTargets are the targets a move that has not started may take now
+// (moveTargets), and what it waits for, rather than fail, when its target
+// (spec.to, or any when that is empty) is not among them:
+//   - an agent that has not scored the VM's shape yet: its cluster may
+//     qualify in a moment (a changed score wakes the move:
+//     fleetVMsWithPendingMoves);
+//   - the OCM scheduler, for clusters that qualify now but are not in the
+//     candidate decision. That decision may predate their fit (an agent
+//     scored the shape, or room freed up, after the scheduler decided), and
+//     OCM does not decide again on a score its CEL predicate reads: the
+//     hub asks it to (s.moveQualifying goes into the reschedule token),
+//     and the new decision wakes the move.
+func (r *Reconciler) pendingTargets(ctx context.Context, s *scope, to string, copies map[string]move.Copy) (targets []string, waitFor string, err error) {
+	targets, unscored, err := r.moveTargets(ctx, s, copies)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case to != "" && slices.Contains(targets, to), to == "" && len(targets) > 0:
+		return targets, "", nil
+	case to != "" && slices.Contains(unscored, to):
+		return targets, fmt.Sprintf("the agent of cluster %s to score the VM's shape", to), nil
+	case to == "" && len(unscored) > 0:
+		return targets, fmt.Sprintf("the agents of clusters %s to score the VM's shape", strings.Join(unscored, ", ")), nil
+	}
+	qualifying, unscored, err := r.outsideDecision(ctx, s, copies, to)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(qualifying) > 0:
+		s.moveQualifying = qualifying
+		names := make([]string, 0, len(qualifying))
+		for _, q := range qualifying {
+			c, _, _ := strings.Cut(q, "=")
+			names = append(names, c)
+		}
+		return targets, fmt.Sprintf("the OCM scheduler to add %s, where the VM fits now, to its decision", strings.Join(names, ", ")), nil
+	case len(unscored) > 0:
+		return targets, fmt.Sprintf("the agents of clusters %s to score the VM's shape", strings.Join(unscored, ", ")), nil
+	}
+	return targets, "", nil
+}
+
+// outsideDecision looks at the clusters outside the candidate decision,
+// without a copy and not draining (only to, when set): qualifying are
+// those that qualify for the VM by what the scheduler reads (exclusions,
+// each with its fit value as the reschedule token takes it), unscored
+// those whose agent has not scored the VM's shape yet.
+func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[string]move.Copy, to string) (qualifying, unscored []string, err error) {
+	if s.obs.Candidates == nil || s.obs.pick == nil {
+		return nil, nil, nil
+	}
+	draining, err := r.drainingClusters(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip := func(c string) bool {
+		return slices.Contains(s.obs.Candidates, c) || copies[c].Present || draining[c] || to != "" && c != to
+	}
+	if _, qualifying, err = r.exclusions(ctx, s.fvm, s.obs.Decision, s.obs.Candidates, placement.Outcome{}, s.now); err != nil {
+		return nil, nil, err
+	}
+	qualifying = slices.DeleteFunc(qualifying, func(q string) bool {
+		c, _, _ := strings.Cut(q, "=")
+		return skip(c)
+	})
+	in, err := explain.Read(ctx, r.Client, s.fvm, r.Config.EnvironmentLabel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("explain the placement: %w", err)
+	}
+	in.Now, in.Decided = s.now.Time, s.obs.Candidates
+	verdicts, err := explain.Explain(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, v := range verdicts {
+		if (v.Reason == explain.NoRoom || v.Reason == explain.NoAgent) && !skip(v.Cluster) &&
+			s.obs.pick.Unscored != nil && s.obs.pick.Unscored(v.Cluster) {
+			unscored = append(unscored, v.Cluster)
+		}
+	}
+	return qualifying, unscored, nil
 }
 
 // decisionMoves are what the moves ask of the decision.

@@ -38,6 +38,9 @@ type scope struct {
 	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out
 	qualifying []string // clusters the scheduler now finds qualify
+	// moveQualifying: the same, for a move waiting for the scheduler to
+	// add a cluster to the candidate decision (stepMoves)
+	moveQualifying []string
 	// readDelivery
 	project   string
 	appSet    *argov1alpha1.ApplicationSet // as read; nil if none
@@ -153,7 +156,11 @@ func (r *Reconciler) writePlacement(ctx context.Context, s *scope) {
 	if obs.PlacementErr != nil {
 		s.in.PlacementErr = errors.Join(s.in.PlacementErr, obs.PlacementErr)
 	} else if len(obs.Allowed) > 0 {
-		want := withReschedule(obs.Candidate, rescheduleToken(obs.Placement, s.waiting, s.qualifying))
+		waiting, qualifying := s.waiting, s.qualifying
+		if len(qualifying) == 0 && len(s.moveQualifying) > 0 {
+			waiting, qualifying = true, s.moveQualifying
+		}
+		want := withReschedule(obs.Candidate, rescheduleToken(obs.Placement, waiting, qualifying))
 		if p, written, err := r.reconcilePlacement(ctx, s.fvm, want, obs.Placement); err != nil {
 			s.in.PlacementErr = errors.Join(s.in.PlacementErr, err)
 		} else if written {

@@ -95,7 +95,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, p); err != nil {
 			return nil
 		}
-		return ownerOrUsers(ctx, p, candidateUsers, false)
+		// A move waiting for the scheduler to add a cluster it asked for
+		// wakes with the new decision too.
+		return append(ownerOrUsers(ctx, p, candidateUsers, false), r.fleetVMsWithPendingMoves(ctx)...)
 	})
 	// A report wakes the FleetVirtualMachine it names, and those that
 	// claim a VM it lists (a copy left by another FleetVirtualMachine).

@@ -18,6 +18,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,6 +200,30 @@ func otherSpoke(not ...string) string {
 	return ""
 }
 
+// scoredOn waits until the cluster's agent has scored the
+// FleetVirtualMachine's shape (a valid score that lists it, whatever its
+// value). A test that stops the agent waits for it first: the shape comes
+// back to the agents with the test's FleetVirtualMachine, and an agent
+// stopped before it scored it never does, so the move would wait for it.
+func scoredOn(t *testing.T, cluster string, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	shape, ok := capacity.ShapeOf(fvm)
+	if !ok {
+		t.Fatalf("FleetVirtualMachine %s has no shape", client.ObjectKeyFromObject(fvm))
+	}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		score := &clusterv1alpha1.AddOnPlacementScore{}
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		_, scored := capacity.ValidScoreValues(score, clock.Now())[shape.Name()]
+		return scored, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent of %s never scored shape %s: %v", cluster, shape.Name(), err)
+	}
+}
+
 // runningToMove starts watching the namespace's servers and creates a
 // one-copy FleetVirtualMachine "web" booting from a container disk (its
 // VM may exist on two clusters while it moves), and waits until it runs;
@@ -208,6 +233,11 @@ func runningToMove(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVirtu
 	srv := watchServers(t, ns)
 	fvm := utiltesting.MakeFleetVM(ns, "web").Clusters(1).VM(2, "2Gi").ContainerDisk("quay.io/containerdisks/fedora:41").Obj()
 	createLimited(t, fvm, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPlacement(t, client.ObjectKeyFromObject(fvm))
+		}
+	})
 	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
 	return srv, fvm, from
 }
@@ -265,7 +295,8 @@ func TestMoveRollsBackWhenTheTargetNeverGetsReady(t *testing.T) {
 	mark := vms.mark()
 
 	// The target's score stays valid for a while after its agent stops:
-	// long enough for the move to choose it.
+	// long enough for the move to choose it, once it lists the VM's shape.
+	scoredOn(t, to, fvm)
 	fleetVM.StopAgent(to)
 	t.Cleanup(func() {
 		if err := fleetVM.StartAgent(to); err != nil {
@@ -335,21 +366,95 @@ func TestMoveRollsBackWhenTheTargetCannotStart(t *testing.T) {
 	srv.check(t)
 }
 
+// TestMoveToAClusterThatFreedRoom: the other clusters are full when the
+// VM is placed, so the OCM scheduler's decision for its shape holds only
+// the VM's cluster; then one of them frees room. OCM does not decide
+// again on a score its CEL predicate reads, and nothing else asks it to
+// (the FleetVirtualMachine has its one cluster), so the decision still
+// leaves the freed cluster out when a move asks for it. The move asks the
+// scheduler to look again, waits for its new decision, and runs there,
+// rather than fail with "does not qualify".
+func TestMoveToAClusterThatFreedRoom(t *testing.T) {
+	const ns = "move-freed"
+	to, full := spokes[1], spokes[2]
+	release := fill(t, to, "15")
+	fill(t, full, "15")
+	srv, fvm, from := runningToMove(t, ns)
+	if from != spokes[0] {
+		t.Fatalf("the VM runs on %s, though only %s has room", from, spokes[0])
+	}
+	shape, _ := capacity.ShapeOf(fvm)
+	p := waitFVM(t, client.ObjectKeyFromObject(fvm), "placed", running(1)).Status.Placement
+	if slices.Contains(decided(t, p), to) {
+		t.Fatalf("the decision of %s holds %s, which had no room", p.Name, to)
+	}
+
+	release()
+	fitsOn(t, to, shape)
+	m := newMove(ns, "freed", "web", from, to)
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMove(t, client.ObjectKeyFromObject(m), "ended", ended)
+	if m.Status.Phase != fleetv1alpha1.MoveSucceeded || m.Status.To != to {
+		t.Fatalf("move ended %s to %q: %s", m.Status.Phase, m.Status.To, m.Status.Message)
+	}
+	if !slices.Contains(decided(t, p), to) {
+		t.Errorf("the decision of %s does not hold %s after the move", p.Name, to)
+	}
+	waitFVM(t, client.ObjectKeyFromObject(fvm), "running on "+to+" only", runningOn(to))
+	srv.check(t)
+}
+
+// decided are the clusters of a Placement's decision.
+func decided(t *testing.T, p *fleetv1alpha1.PlacementStatus) []string {
+	t.Helper()
+	decisions := &clusterv1beta1.PlacementDecisionList{}
+	if err := fleet.Hub.Client.List(t.Context(), decisions, client.InNamespace(p.Namespace),
+		client.MatchingLabels{clusterv1beta1.PlacementLabel: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range decisions.Items {
+		for _, c := range d.Status.Decisions {
+			out = append(out, c.ClusterName)
+		}
+	}
+	return out
+}
+
+// fitsOn waits until the cluster's valid score says the shape fits.
+func fitsOn(t *testing.T, cluster string, shape capacity.Shape) {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		score := &clusterv1alpha1.AddOnPlacementScore{}
+		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return capacity.ValidScoreValues(score, clock.Now())[shape.Name()] >= 1, nil
+	})
+	if err != nil {
+		t.Fatalf("shape %s never fits on %s: %v", shape.Name(), cluster, err)
+	}
+}
+
 // fill takes cpu of the cluster's node with a pod that is not a VM's,
-// until the test ends.
-func fill(t *testing.T, cluster, cpu string) {
+// until the test ends or it calls the release returned.
+func fill(t *testing.T, cluster, cpu string) (release func()) {
 	t.Helper()
 	spoke := fleet.Spoke(cluster)
 	pod, err := spoke.CreatePod(t.Context(), fleetenv.Pod{Namespace: "filler", Name: "filler-" + strings.ToLower(t.Name()), Node: cluster + "-node-1", CPU: cpu, Memory: "1Gi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	release = func() {
 		// At once: no kubelet would end a graceful deletion.
 		if err := spoke.Client.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 			t.Error(err)
 		}
-	})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // dataOn writes the data marker on a claim of a spoke: what a Cold move
@@ -409,6 +514,49 @@ func logMoveWorks(t *testing.T, fvm client.ObjectKey) {
 	}
 }
 
+// logPlacement logs what a move picks its target from: the candidate
+// Placement's reschedule token and decision, each cluster's capacity
+// score against the hub's clock, and the FleetVirtualMachine's moves.
+func logPlacement(t *testing.T, key client.ObjectKey) {
+	ctx := context.Background()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := fleet.Hub.Client.Get(ctx, key, fvm); err != nil {
+		t.Logf("get FleetVirtualMachine %s: %v", key, err)
+		return
+	}
+	if p := fvm.Status.Placement; p != nil && p.Name != "" {
+		pl := &clusterv1beta1.Placement{}
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, pl); err != nil {
+			t.Logf("get Placement %s/%s: %v", p.Namespace, p.Name, err)
+		} else {
+			t.Logf("Placement %s/%s: annotations %v, conditions %+v", pl.Namespace, pl.Name, pl.Annotations, pl.Status.Conditions)
+		}
+		decisions := &clusterv1beta1.PlacementDecisionList{}
+		if err := fleet.Hub.Client.List(ctx, decisions, client.InNamespace(p.Namespace),
+			client.MatchingLabels{clusterv1beta1.PlacementLabel: p.Name}); err != nil {
+			t.Logf("list PlacementDecisions: %v", err)
+		}
+		for _, d := range decisions.Items {
+			t.Logf("PlacementDecision %s: %+v", d.Name, d.Status.Decisions)
+		}
+	}
+	for _, c := range spokes {
+		score := &clusterv1alpha1.AddOnPlacementScore{}
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: c, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+			t.Logf("score of %s: %v", c, err)
+			continue
+		}
+		t.Logf("score of %s (hub clock %s, valid until %v): %+v", c, clock.Now().Format(time.RFC3339), score.Status.ValidUntil, score.Status.Scores)
+	}
+	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := fleet.Hub.Client.List(ctx, moves, client.InNamespace(key.Namespace)); err == nil {
+		for _, m := range moves.Items {
+			t.Logf("move %s: %s %q", m.Name, m.Status.Phase, m.Status.Message)
+		}
+	}
+	t.Logf("FleetVirtualMachine %s: placement %+v", key, fvm.Status.Placement)
+}
+
 // runningWithData creates a one-copy FleetVirtualMachine "db" whose VM
 // keeps a data disk of its own, waits until it runs, and writes the data
 // marker on its disk; it returns the servers' watch, the
@@ -421,6 +569,7 @@ func runningWithData(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVir
 	t.Cleanup(func() {
 		if t.Failed() {
 			logMoveWorks(t, client.ObjectKeyFromObject(fvm))
+			logPlacement(t, client.ObjectKeyFromObject(fvm))
 		}
 	})
 	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
@@ -485,6 +634,7 @@ func TestMoveColdSurvivesAHubRestart(t *testing.T) {
 	to := otherSpoke(from)
 	mark := vms.mark()
 
+	scoredOn(t, to, fvm)
 	fleetVM.StopAgent(to)
 	agentStopped := true
 	t.Cleanup(func() {
