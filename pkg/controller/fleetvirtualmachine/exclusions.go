@@ -66,15 +66,7 @@ func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 		if asked, err = explain.Explain(in); err != nil {
 			return nil, nil, err
 		}
-		// A candidate Placement outlives the schedules it had: one made
-		// while a cluster was full must be asked again once it fits,
-		// even if the same clusters qualified the last time it was asked.
-		// Each cluster's fit value goes into the token.
-		if in.Shape != nil {
-			for _, c := range in.Clusters {
-				fit[c.Name] = fmt.Sprintf("=%d", c.Scores[in.Shape.Name()])
-			}
-		}
+		fit = fitValues(in)
 	}
 	for _, v := range asked {
 		if v.Reason == explain.NotNeeded {
@@ -82,6 +74,21 @@ func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 		}
 	}
 	return status.ExclusionCounts(explain.Summarize(verdicts, status.ExclusionNames)), qualifying, nil
+}
+
+// fitValues are each cluster's fit value for the VM's shape, as the
+// reschedule token takes them ("=N"). A candidate Placement outlives the
+// schedules it had: one made while a cluster was full must be asked again
+// once it fits, even if the same clusters qualified the last time it was
+// asked.
+func fitValues(in explain.Input) map[string]string {
+	fit := map[string]string{}
+	if in.Shape != nil {
+		for _, c := range in.Clusters {
+			fit[c.Name] = fmt.Sprintf("=%d", c.Scores[in.Shape.Name()])
+		}
+	}
+	return fit
 }
 
 // rescheduleAnnotation on a Placement asks the OCM scheduler for a new

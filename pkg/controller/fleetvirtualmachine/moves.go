@@ -261,10 +261,10 @@ func (r *Reconciler) pendingTargets(ctx context.Context, s *scope, to string, co
 }
 
 // outsideDecision looks at the clusters outside the candidate decision,
-// without a copy and not draining (only to, when set): qualifying are
-// those that qualify for the VM by what the scheduler reads (exclusions,
-// each with its fit value as the reschedule token takes it), unscored
-// those whose agent has not scored the VM's shape yet.
+// without a copy and not draining (only to, when set), by what the
+// scheduler reads (as exclusions does): qualifying are those that qualify
+// for the VM, each with its fit value as the reschedule token takes it;
+// unscored those whose agent has not scored the VM's shape yet.
 func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[string]move.Copy, to string) (qualifying, unscored []string, err error) {
 	if s.obs.Candidates == nil || s.obs.pick == nil {
 		return nil, nil, nil
@@ -273,16 +273,6 @@ func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	skip := func(c string) bool {
-		return slices.Contains(s.obs.Candidates, c) || copies[c].Present || draining[c] || to != "" && c != to
-	}
-	if _, qualifying, err = r.exclusions(ctx, s.fvm, s.obs.Decision, s.obs.Candidates, placement.Outcome{}, s.now); err != nil {
-		return nil, nil, err
-	}
-	qualifying = slices.DeleteFunc(qualifying, func(q string) bool {
-		c, _, _ := strings.Cut(q, "=")
-		return skip(c)
-	})
 	in, err := explain.Read(ctx, r.Client, s.fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
@@ -292,10 +282,15 @@ func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[s
 	if err != nil {
 		return nil, nil, err
 	}
+	fit := fitValues(in)
 	for _, v := range verdicts {
-		if (v.Reason == explain.NoRoom || v.Reason == explain.NoAgent) && !skip(v.Cluster) &&
-			s.obs.pick.Unscored != nil && s.obs.pick.Unscored(v.Cluster) {
-			unscored = append(unscored, v.Cluster)
+		c := v.Cluster
+		switch {
+		case slices.Contains(s.obs.Candidates, c) || copies[c].Present || draining[c] || to != "" && c != to:
+		case v.Reason == explain.NotNeeded:
+			qualifying = append(qualifying, c+fit[c])
+		case (v.Reason == explain.NoRoom || v.Reason == explain.NoAgent) && s.obs.pick.Unscored != nil && s.obs.pick.Unscored(c):
+			unscored = append(unscored, c)
 		}
 	}
 	return qualifying, unscored, nil

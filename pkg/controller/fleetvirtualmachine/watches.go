@@ -95,9 +95,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, p); err != nil {
 			return nil
 		}
-		// A move waiting for the scheduler to add a cluster it asked for
-		// wakes with the new decision too.
-		return append(ownerOrUsers(ctx, p, candidateUsers, false), r.fleetVMsWithPendingMoves(ctx)...)
+		reqs := ownerOrUsers(ctx, p, candidateUsers, false)
+		if isCandidatePlacement(p) {
+			// A move waiting for the scheduler to add a cluster it asked
+			// for wakes with the new decision too.
+			reqs = append(reqs, r.fleetVMsWithPendingMoves(ctx)...)
+		}
+		return reqs
 	})
 	// A report wakes the FleetVirtualMachine it names, and those that
 	// claim a VM it lists (a copy left by another FleetVirtualMachine).
