@@ -74,14 +74,22 @@ func (a *alarms) setFor(fvm types.NamespacedName, purpose alarmPurpose, d time.D
 	}
 	al := &alarm{}
 	a.timers[key] = al
-	al.timer = a.clock.AfterFunc(d, func() {
-		a.mu.Lock()
-		if a.timers[key] == al {
-			delete(a.timers, key)
-		}
-		a.mu.Unlock()
-		a.events <- event.GenericEvent{Object: &fleetv1alpha1.FleetVirtualMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fvm.Namespace, Name: fvm.Name},
-		}}
-	})
+	// The alarm fires on a goroutine of its own: a fake clock runs the
+	// function while it holds its lock (Step), and setFor holds a.mu while
+	// it asks that clock for timers, so taking a.mu there could deadlock
+	// the hub and everything on that clock.
+	al.timer = a.clock.AfterFunc(d, func() { go a.fire(key, al) })
+}
+
+// fire forgets the alarm unless it was replaced, and wakes its
+// FleetVirtualMachine.
+func (a *alarms) fire(key alarmKey, al *alarm) {
+	a.mu.Lock()
+	if a.timers[key] == al {
+		delete(a.timers, key)
+	}
+	a.mu.Unlock()
+	a.events <- event.GenericEvent{Object: &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.fvm.Namespace, Name: key.fvm.Name},
+	}}
 }
