@@ -288,8 +288,12 @@ func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	case !isCandidatePlacement(p):
 		return nil // not FleetVM's: left alone
 	}
-	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); err != nil &&
-		!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	// The version read: one changed since (the scheduler's status, the
+	// reschedule token of a FleetVirtualMachine that started using it, or
+	// a cache behind) is refused, and the retry looks at its users again.
+	// Ignoring the refusal would leave the Placement, and its decision,
+	// for good.
+	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Placement %s: %w", klog.KObj(p), err)
 	}
 	return nil
