@@ -183,14 +183,17 @@ func runDeletionFVMs(t *testing.T, in LifecycleInput, ns string, n int) map[stri
 func waitReleased(t *testing.T, in LifecycleInput, ns string, gone func(context.Context) error) {
 	t.Helper()
 	err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
-		var apps argov1alpha1.ApplicationList
-		if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{fleetv1alpha1.LabelFleetVMNamespace: ns}); err != nil {
-			return err
-		}
+		// The project first: an Application listed after it was seen
+		// gone was there when it went (the other order could see the
+		// last Application, then a project that went after it).
 		project := &argov1alpha1.AppProject{}
 		err := in.Hub.Get(ctx, types.NamespacedName{Namespace: in.ArgoNamespace, Name: tenancy.ProjectName(ns)}, project)
 		projectGone := apierrors.IsNotFound(err)
 		if err != nil && !projectGone {
+			return err
+		}
+		var apps argov1alpha1.ApplicationList
+		if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{fleetv1alpha1.LabelFleetVMNamespace: ns}); err != nil {
 			return err
 		}
 		for _, a := range apps.Items {

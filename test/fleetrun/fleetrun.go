@@ -58,7 +58,7 @@ type FleetVM struct {
 	ctx  context.Context
 
 	mu     sync.Mutex
-	agents map[string]context.CancelFunc
+	agents map[string]func() // each stops an agent and waits for it
 	hubCfg map[string]*rest.Config
 	// peers wires the spokes' simulators together: exports read across
 	// clusters, one migration network.
@@ -82,7 +82,7 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	r := &FleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]context.CancelFunc{}, hubCfg: map[string]*rest.Config{},
+	r := &FleetVM{f: f, opts: opts, ctx: ctx, agents: map[string]func(){}, hubCfg: map[string]*rest.Config{},
 		peers: simulator.NewPeers(opts.Faults)}
 	var err error
 	if r.Argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, opts.ArgoNamespace); err == nil {
@@ -194,10 +194,12 @@ func (r *FleetVM) StartAgent(cluster string) error {
 		r.hubCfg[cluster] = hubCfg
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	r.agents[cluster] = cancel
+	done := make(chan struct{})
+	r.agents[cluster] = func() { cancel(); <-done }
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer close(done)
 		_ = agent.Run(ctx, agent.Options{
 			ClusterName: cluster, SpokeConfig: spoke.Config, HubConfig: hubCfg,
 			Logger: r.opts.Logger, AlsoRun: r.peers.RunBeside(cluster, 0),
@@ -226,13 +228,15 @@ func (r *FleetVM) AgentHubConfig(cluster string) *rest.Config {
 	return r.hubCfg[cluster]
 }
 
-// StopAgent stops the cluster's agent (its simulator with it).
+// StopAgent stops the cluster's agent (its simulator with it) and returns
+// once it stopped: nothing it had in flight writes after.
 func (r *FleetVM) StopAgent(cluster string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cancel := r.agents[cluster]; cancel != nil {
-		cancel()
-		delete(r.agents, cluster)
+	stop := r.agents[cluster]
+	delete(r.agents, cluster)
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 

@@ -452,7 +452,13 @@ func applications(t *testing.T, key client.ObjectKey) map[string]argov1alpha1.Ap
 // deleted on the spokes since mark.
 func expectDeletions(t *testing.T, mark int, ns string, want ...deletion) {
 	t.Helper()
-	got := vms.since(mark, ns)
+	// The recorders' watches may trail the read that saw a VM gone: wait
+	// until they hold as many deletions as wanted (more fail below).
+	var got []deletion
+	_ = fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		got = vms.since(mark, ns)
+		return len(got) >= len(want), nil
+	})
 	if want == nil {
 		want = []deletion{}
 	}

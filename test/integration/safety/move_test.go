@@ -379,6 +379,18 @@ func TestMoveToAClusterThatFreedRoom(t *testing.T) {
 	to, full := spokes[1], spokes[2]
 	release := fill(t, to, "15")
 	fill(t, full, "15")
+	// The scores say so before the VM is placed: the tests before may
+	// have left the shape scored with room there.
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		for _, c := range []string{to, full} {
+			if n, ok := fitsOf(t, c, 2, "2Gi"); ok && n > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the scores of %s and %s never showed them full: %v", to, full, err)
+	}
 	srv, fvm, from := runningToMove(t, ns)
 	if from != spokes[0] {
 		t.Fatalf("the VM runs on %s, though only %s has room", from, spokes[0])
