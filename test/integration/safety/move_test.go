@@ -201,26 +201,33 @@ func otherSpoke(not ...string) string {
 }
 
 // scoredOn waits until the cluster's agent has scored the
-// FleetVirtualMachine's shape (a valid score that lists it, whatever its
-// value). A test that stops the agent waits for it first: the shape comes
-// back to the agents with the test's FleetVirtualMachine, and an agent
-// stopped before it scored it never does, so the move would wait for it.
+// FleetVirtualMachine's shape (whatever the value). A test that stops the
+// agent waits for it first: the shape comes back to the agents with the
+// test's FleetVirtualMachine, and an agent stopped before it scored it
+// never does, so the move would wait for it.
 func scoredOn(t *testing.T, cluster string, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	t.Helper()
 	shape, ok := capacity.ShapeOf(fvm)
 	if !ok {
 		t.Fatalf("FleetVirtualMachine %s has no shape", client.ObjectKeyFromObject(fvm))
 	}
+	waitScore(t, cluster, shape, "scored", func(_ int32, scored bool) bool { return scored })
+}
+
+// waitScore waits until the cluster's valid capacity score for the shape
+// (scored: the score lists it) passes cond.
+func waitScore(t *testing.T, cluster string, shape capacity.Shape, what string, cond func(value int32, scored bool) bool) {
+	t.Helper()
 	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
 		score := &clusterv1alpha1.AddOnPlacementScore{}
 		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		_, scored := capacity.ValidScoreValues(score, clock.Now())[shape.Name()]
-		return scored, nil
+		value, scored := capacity.ValidScoreValues(score, clock.Now())[shape.Name()]
+		return cond(value, scored), nil
 	})
 	if err != nil {
-		t.Fatalf("the agent of %s never scored shape %s: %v", cluster, shape.Name(), err)
+		t.Fatalf("the score of %s for shape %s never %s: %v", cluster, shape.Name(), what, err)
 	}
 }
 
@@ -381,28 +388,24 @@ func TestMoveToAClusterThatFreedRoom(t *testing.T) {
 	fill(t, full, "15")
 	// The scores say so before the VM is placed: the tests before may
 	// have left the shape scored with room there.
-	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		for _, c := range []string{to, full} {
-			if n, ok := fitsOf(t, c, 2, "2Gi"); ok && n > 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the scores of %s and %s never showed them full: %v", to, full, err)
+	shape := capacity.Shape{CPU: resource.MustParse("2"), Memory: resource.MustParse("2Gi")}
+	for _, c := range []string{to, full} {
+		waitScore(t, c, shape, "showed it full", func(n int32, scored bool) bool { return !scored || n == 0 })
 	}
 	srv, fvm, from := runningToMove(t, ns)
 	if from != spokes[0] {
 		t.Fatalf("the VM runs on %s, though only %s has room", from, spokes[0])
 	}
-	shape, _ := capacity.ShapeOf(fvm)
+	if got, _ := capacity.ShapeOf(fvm); got.Name() != shape.Name() {
+		t.Fatalf("the VM's shape is %s, want %s", got.Name(), shape.Name())
+	}
 	p := waitFVM(t, client.ObjectKeyFromObject(fvm), "placed", running(1)).Status.Placement
 	if slices.Contains(decided(t, p), to) {
 		t.Fatalf("the decision of %s holds %s, which had no room", p.Name, to)
 	}
 
 	release()
-	fitsOn(t, to, shape)
+	waitScore(t, to, shape, "fit", func(n int32, _ bool) bool { return n >= 1 })
 	m := newMove(ns, "freed", "web", from, to)
 	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
 		t.Fatal(err)
@@ -433,21 +436,6 @@ func decided(t *testing.T, p *fleetv1alpha1.PlacementStatus) []string {
 		}
 	}
 	return out
-}
-
-// fitsOn waits until the cluster's valid score says the shape fits.
-func fitsOn(t *testing.T, cluster string, shape capacity.Shape) {
-	t.Helper()
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		score := &clusterv1alpha1.AddOnPlacementScore{}
-		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return capacity.ValidScoreValues(score, clock.Now())[shape.Name()] >= 1, nil
-	})
-	if err != nil {
-		t.Fatalf("shape %s never fits on %s: %v", shape.Name(), cluster, err)
-	}
 }
 
 // fill takes cpu of the cluster's node with a pod that is not a VM's,
