@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
@@ -287,8 +288,12 @@ func syncApps(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine, want int) ma
 
 // TestFlapSafety: a decision flap shorter than the grace period deletes
 // nothing; a longer one removes exactly that cluster's Application.
+// fleetvm-hub runs on a fake clock, so the short flap is short however
+// slow the machine, and only the clock's step ends the long one's grace
+// period.
 func TestFlapSafety(t *testing.T) {
 	ctx := t.Context()
+	clk := onFakeClock(t)
 	s := shape("2", "4Gi")
 	for _, c := range []string{"prod-a", "prod-b"} {
 		publishScores(t, c, map[string]int32{s.Name(): 10})
@@ -335,7 +340,9 @@ func TestFlapSafety(t *testing.T) {
 	// Long flap: prod-b stays out past the grace period.
 	setEnv("prod-b", "staging")
 	t.Cleanup(func() { setEnv("prod-b", "prod") })
-	err := fleetenv.Eventually(ctx, gracePeriod+wait, func() (bool, error) {
+	waitFor(t, key, "prod-b leaving again", leaving)
+	clk.Step(gracePeriod + time.Second)
+	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
 		app := after["prod-b"]
 		var got argov1alpha1.Application
 		err := fleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&app), &got)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -101,6 +102,25 @@ func startHub(ctx context.Context) error {
 // startHubWith runs fleetvm-hub's reconcilers with cfg.
 func startHubWith(ctx context.Context, cfg fleetvirtualmachine.Config) error {
 	return startHubOn(ctx, hub.Options{FleetVM: cfg})
+}
+
+// onFakeClock restarts fleetvm-hub on a fake clock until the test ends
+// (then on the real one again): nothing but the test's steps ends a grace
+// period.
+func onFakeClock(t *testing.T) *clocktesting.FakeClock {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	stopHub()
+	if err := startHubOn(context.Background(), hub.Options{FleetVM: hubConfig(), Clock: clk}); err != nil { // outlives this test
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopHub()
+		if err := startHub(context.Background()); err != nil {
+			t.Errorf("restart fleetvm-hub on the real clock: %v", err)
+		}
+	})
+	return clk
 }
 
 // startHubOn runs fleetvm-hub's reconcilers with opts (a fake clock, say).

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -10,13 +9,11 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
-	"github.com/fleetvm/fleetvm/pkg/hub"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
@@ -39,17 +36,7 @@ func TestOverlaySwitchesAfterGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clk := clocktesting.NewFakeClock(time.Now())
-	stopHub()
-	if err := startHubOn(context.Background(), hub.Options{FleetVM: hubConfig(), Clock: clk}); err != nil { // outlives this test
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopHub()
-		if err := startHub(context.Background()); err != nil {
-			t.Errorf("restart fleetvm-hub on the real clock: %v", err)
-		}
-	})
+	clk := onFakeClock(t)
 
 	fvm := &fleetv1alpha1.FleetVirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "overlay", Name: "web"},
