@@ -25,7 +25,9 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -469,6 +472,50 @@ func expectDeletions(t *testing.T, mark int, ns string, want ...deletion) {
 		t.Errorf("VMs deleted on the clusters: %+v, want %+v", got, want)
 	}
 	t.Logf("VM deletions on the clusters: %d", len(got))
+}
+
+// logScores logs each spoke's capacity score against the hub's clock, and
+// each node's CPU: allocatable, and requested by the pods on it (those
+// being deleted apart).
+func logScores(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range fleet.Spokes {
+		score := &clusterv1alpha1.AddOnPlacementScore{}
+		if err := fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: s.Name, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+			t.Logf("score of %s: %v", s.Name, err)
+		} else {
+			t.Logf("score of %s (hub clock %s, valid until %v): %+v", s.Name, clock.Now().Format(time.RFC3339), score.Status.ValidUntil, score.Status.Scores)
+		}
+		var nodes corev1.NodeList
+		var pods corev1.PodList
+		if err := s.Client.List(ctx, &nodes); err != nil {
+			t.Logf("nodes of %s: %v", s.Name, err)
+			continue
+		}
+		if err := s.Client.List(ctx, &pods); err != nil {
+			t.Logf("pods of %s: %v", s.Name, err)
+			continue
+		}
+		for _, n := range nodes.Items {
+			var used, deleting resource.Quantity
+			count := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != n.Name {
+					continue
+				}
+				for _, c := range p.Spec.Containers {
+					if p.DeletionTimestamp != nil {
+						deleting.Add(c.Resources.Requests[corev1.ResourceCPU])
+					} else {
+						used.Add(c.Resources.Requests[corev1.ResourceCPU])
+					}
+				}
+				count++
+			}
+			t.Logf("node %s/%s: cpu %s allocatable, %s requested by %d pods (%s by pods being deleted)",
+				s.Name, n.Name, n.Status.Allocatable.Cpu(), used.String(), count, deleting.String())
+		}
+	}
 }
 
 // placementOf is the name of the Placement the FleetVirtualMachine's

@@ -246,7 +246,32 @@ func runningToMove(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVirtu
 		}
 	})
 	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
+	scoresCurrent(t)
 	return srv, fvm, from
+}
+
+// scoresCurrent waits until every spoke's score is valid on the hub's
+// clock. A test before may have stepped the clock past them all, and the
+// agents renew theirs within their resync (5 s here): a move asked in
+// between finds no cluster but its own with a valid score, and fails, as
+// it should when the agents are down.
+func scoresCurrent(t *testing.T) {
+	t.Helper()
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		for _, c := range spokes {
+			score := &clusterv1alpha1.AddOnPlacementScore{}
+			if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: c, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			if capacity.Expired(score, clock.Now()) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the spokes' scores never were all valid at %s: %v", clock.Now().Format(time.RFC3339), err)
+	}
 }
 
 // TestMoveRestartMakeBeforeBreak moves a VM that boots from a container
@@ -540,14 +565,7 @@ func logPlacement(t *testing.T, key client.ObjectKey) {
 			t.Logf("PlacementDecision %s: %+v", d.Name, d.Status.Decisions)
 		}
 	}
-	for _, c := range spokes {
-		score := &clusterv1alpha1.AddOnPlacementScore{}
-		if err := fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: c, Name: fleetv1alpha1.CapacityScoreName}, score); err != nil {
-			t.Logf("score of %s: %v", c, err)
-			continue
-		}
-		t.Logf("score of %s (hub clock %s, valid until %v): %+v", c, clock.Now().Format(time.RFC3339), score.Status.ValidUntil, score.Status.Scores)
-	}
+	logScores(t)
 	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
 	if err := fleet.Hub.Client.List(ctx, moves, client.InNamespace(key.Namespace)); err == nil {
 		for _, m := range moves.Items {
@@ -573,6 +591,7 @@ func runningWithData(t *testing.T, ns string) (*servers, *fleetv1alpha1.FleetVir
 		}
 	})
 	from := names(waitFVM(t, client.ObjectKeyFromObject(fvm), "running on one cluster", running(1)))[0]
+	scoresCurrent(t)
 	data := "written on " + from + " by " + t.Name()
 	dataOn(t, from, types.NamespacedName{Namespace: ns, Name: "db-data"}, data)
 	return srv, fvm, from, data

@@ -52,6 +52,21 @@ func TestRestoreFromBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeAll(t, ns) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			logScores(t)
+			placed := map[string]int{}
+			var fvms fleetv1alpha1.FleetVirtualMachineList
+			if err := fleet.Hub.Client.List(context.Background(), &fvms, client.InNamespace(ns)); err == nil {
+				for _, f := range fvms.Items {
+					for _, c := range f.Status.Clusters {
+						placed[c.Cluster+" "+string(c.Phase)]++
+					}
+				}
+			}
+			t.Logf("copies by cluster and phase: %v", placed)
+		}
+	})
 	mark := vms.mark()
 	var backup []*fleetv1alpha1.FleetVirtualMachine
 	var checks []func() []string
