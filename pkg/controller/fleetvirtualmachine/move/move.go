@@ -44,13 +44,43 @@ type Copy struct {
 	PrintableStatus string
 	Ready           bool
 	RunStrategy     string
+	// Hold is the hold the report was observed under (VMState.hold).
+	Hold string
+	// DataVolumes is what CDI says of the VM's DataVolumes there.
+	DataVolumes fleetv1alpha1.DataVolumesState
+	// Available: the cluster is available (its lease is renewed): only
+	// then does its report prove anything.
+	Available bool
 }
 
-// stopped tells whether the cluster reports the VM stopped by FleetVM's
-// hold: Halted, no instance left.
-func (c Copy) stopped() bool {
-	return c.Reported && c.RunStrategy == string(fleetv1alpha1.RunStrategyHalted) && !c.Ready &&
+// stopped tells whether the cluster proves the VM stopped by the hold
+// hold: its available cluster reports it Halted, no instance left,
+// observed under that hold. A report observed before the hold reached
+// the cluster (an agent that stopped, feedback that lags) proves nothing.
+func (c Copy) stopped(hold string) bool {
+	return c.proves(hold) && c.RunStrategy == string(fleetv1alpha1.RunStrategyHalted) && !c.Ready &&
 		c.PrintableStatus == printableStopped
+}
+
+// proves tells whether the report is proof of the present under the hold
+// hold: it comes from an available cluster and was observed under it.
+func (c Copy) proves(hold string) bool {
+	return c.Reported && c.Available && c.Hold == hold
+}
+
+// imported tells whether the cluster proves the VM's disks imported
+// under the hold hold: CDI reports every DataVolume Succeeded. A VM whose
+// DataVolumes wait for their first consumer reads Stopped before
+// anything is imported: its printableStatus proves nothing.
+func (c Copy) imported(hold string) bool {
+	return c.proves(hold) && c.DataVolumes == fleetv1alpha1.DataVolumesReady
+}
+
+// HoldOf is the hold a move in phase phase delivers its held VMs under
+// (AnnotationHold): each phase's own, so that a report observed in an
+// earlier phase, or before a rollback held the VM again, proves nothing.
+func HoldOf(m *fleetv1alpha1.FleetVirtualMachineMove, phase fleetv1alpha1.MovePhase) string {
+	return string(m.UID) + "." + string(phase)
 }
 
 // printableStopped is KubeVirt's printableStatus of a VM with no
@@ -93,6 +123,9 @@ type Input struct {
 	Live map[string]bool
 	// Migration is the state of a Live move's two migrations.
 	Migration Migration
+	// Deleted: the move is being deleted (its finalizer holds it until
+	// the step ends it).
+	Deleted bool
 }
 
 // Migration is what the hub knows of a Live move's migrations, from the
@@ -153,6 +186,10 @@ type Output struct {
 	// migration fills (Live). Receive and Send: the target's and the
 	// source's migration exist.
 	Blank, Receive, Send bool
+	// Hold is the hold delivery stamps on the VM of every cluster this
+	// step holds (Halt, Holds), AnnotationHold: a report proves a held
+	// state only once it carries it.
+	Hold string
 	// LookAgain is when the timeout passes (0: no deadline pending).
 	LookAgain time.Duration
 }
@@ -167,8 +204,18 @@ func Started(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
 	return Active(m) && m.Status.Phase != "" && m.Status.Phase != fleetv1alpha1.MovePending
 }
 
-// Step runs the rule once.
+// Step runs the rule once. Success is checked before deadlines and
+// failures: a VM ready on its target, or a migration done, is never
+// rolled back because the hub saw it late.
 func Step(in Input) Output {
+	out := step(in)
+	if len(out.Halt) > 0 || len(out.Holds) > 0 {
+		out.Hold = HoldOf(in.Move, out.Status.Phase)
+	}
+	return out
+}
+
+func step(in Input) Output {
 	m := in.Move
 	st := *m.Status.DeepCopy()
 	now := metav1.NewTime(in.Now)
@@ -195,21 +242,31 @@ func Step(in Input) Output {
 		left := st.StartTime.Add(timeout).Sub(in.Now)
 		return left <= 0, left
 	}
+	const deletedMsg = "the move was deleted"
 
 	switch st.Phase {
 	case fleetv1alpha1.MoveSucceeded, fleetv1alpha1.MoveFailed:
 		return Output{Status: st}
 
 	case "", fleetv1alpha1.MovePending:
+		// Pending counts against the timeout too, from the move's
+		// creation: a move that cannot start does not wait for ever.
+		pendingLeft := m.CreationTimestamp.Add(timeout).Sub(in.Now)
 		switch {
+		case in.Deleted:
+			return fail(deletedMsg + " before it started")
 		case in.Deleting:
 			return fail("the FleetVirtualMachine is being deleted")
+		case in.Busy != "" && pendingLeft <= 0:
+			return fail(fmt.Sprintf("move %s of the same FleetVirtualMachine did not end within %s", in.Busy, timeout))
 		case in.Busy != "":
 			st.Phase, st.Message = fleetv1alpha1.MovePending, fmt.Sprintf("waiting for move %s of the same FleetVirtualMachine to end", in.Busy)
-			return Output{Status: st}
+			return Output{Status: st, LookAgain: pendingLeft}
+		case in.WaitFor != "" && pendingLeft <= 0:
+			return fail(fmt.Sprintf("the move could not start within %s: it waited for %s", timeout, in.WaitFor))
 		case in.WaitFor != "":
 			st.Phase, st.Message = fleetv1alpha1.MovePending, "waiting for "+in.WaitFor
-			return Output{Status: st}
+			return Output{Status: st, LookAgain: pendingLeft}
 		}
 		if c := in.Copies[from]; !c.Present || c.Removing {
 			return fail(fmt.Sprintf("the VM has no copy on cluster %s to move", from))
@@ -254,13 +311,16 @@ func Step(in Input) Output {
 		if st.Method == fleetv1alpha1.MoveMethodLive {
 			return live(in, st, now, timeout)
 		}
+		if in.Deleted {
+			return rollBack(deletedMsg)
+		}
 		if over, _ := deadline(); over {
 			return rollBack(fmt.Sprintf("the VM was not prepared on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
 		}
 		if bad := failed(in.Copies[to]); bad != "" {
 			return rollBack(fmt.Sprintf("the VM cannot be prepared on %s: %s", to, bad))
 		}
-		if !in.Copies[to].stopped() {
+		if !in.Copies[to].stopped(HoldOf(m, st.Phase)) {
 			out = Output{Status: st, Target: to, Halt: []string{to}}
 			_, out.LookAgain = deadline()
 			return out
@@ -272,10 +332,13 @@ func Step(in Input) Output {
 		if st.Method == fleetv1alpha1.MoveMethodCold {
 			return cold(in, st, now, timeout)
 		}
+		if in.Deleted {
+			return rollBack(deletedMsg)
+		}
 		if over, _ := deadline(); over {
 			return rollBack(fmt.Sprintf("the VM was not reported stopped on %s within %s (%s)", from, timeout, reported(in.Copies[from])))
 		}
-		if !in.Copies[from].stopped() {
+		if !in.Copies[from].stopped(HoldOf(m, st.Phase)) {
 			out = Output{Status: st, Target: to, Halt: []string{from, to}}
 			_, out.LookAgain = deadline()
 			return out
@@ -288,13 +351,24 @@ func Step(in Input) Output {
 		if st.Method == fleetv1alpha1.MoveMethodLive {
 			return live(in, st, now, timeout)
 		}
-		if over, _ := deadline(); over {
-			return rollBack(fmt.Sprintf("the VM did not become ready on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
-		}
-		if bad := failed(in.Copies[to]); bad != "" {
-			return rollBack(fmt.Sprintf("the VM failed on %s: %s", to, bad))
-		}
 		if !arrived(in.Copies[to], in.RunStrategy) {
+			// Past the point of no return (a Cold move's VM released
+			// to run on the target, whose disks then hold the newest
+			// data) the move goes on, whatever the time.
+			if noReturn(st, in.RunStrategy) {
+				st.Message = fmt.Sprintf("the VM was started on %s, whose disks now hold its newest data: the move goes on, "+
+					"and does not roll back, until it is ready there (%s)", to, reported(in.Copies[to]))
+				return Output{Status: st, Target: to, Halt: []string{from}, Export: imports(st), Import: imports(st)}
+			}
+			if in.Deleted {
+				return rollBack(deletedMsg)
+			}
+			if over, _ := deadline(); over {
+				return rollBack(fmt.Sprintf("the VM did not become ready on %s within %s (%s)", to, timeout, reported(in.Copies[to])))
+			}
+			if bad := failed(in.Copies[to]); bad != "" {
+				return rollBack(fmt.Sprintf("the VM failed on %s: %s", to, bad))
+			}
 			out = Output{Status: st, Target: to, Halt: []string{from}, Export: imports(st), Import: imports(st)}
 			_, out.LookAgain = deadline()
 			return out
@@ -323,8 +397,10 @@ func Step(in Input) Output {
 // cold runs the Cold method's own phases: Switching stops the VM on the
 // source, whose export (asked from the start: KubeVirt serves it once the
 // VM stopped) then serves its disks; Copying creates the VM stopped on the
-// target, importing them, until the target reports it stopped with its
-// disks ready. Then Verifying starts it there, as for Restart.
+// target, importing them, until CDI there reports every DataVolume
+// imported (not until the VM merely reads Stopped: on storage that binds
+// at the first consumer it does before anything is imported). Then
+// Verifying starts it there, as for Restart.
 func cold(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time, timeout time.Duration) Output {
 	from, to := in.Move.Spec.From, st.To
 	left := st.StartTime.Add(timeout).Sub(in.Now)
@@ -333,34 +409,42 @@ func cold(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 		return rollingBack(in, st, now)
 	}
 	if st.Phase == fleetv1alpha1.MoveSwitching {
-		if left <= 0 {
+		switch {
+		case in.Deleted:
+			return rollBack("the move was deleted")
+		case left <= 0:
 			return rollBack(fmt.Sprintf("the VM was not reported stopped on %s within %s (%s)", from, timeout, reported(in.Copies[from])))
-		}
-		if !in.Copies[from].stopped() {
+		case !in.Copies[from].stopped(HoldOf(in.Move, st.Phase)):
 			return Output{Status: st, Halt: []string{from}, Export: true, LookAgain: left}
 		}
 		st.Phase, st.StoppedTime = fleetv1alpha1.MoveCopying, &now
 		st.Message = fmt.Sprintf("exporting the VM's disks on %s", from)
 	}
+	c, hold := in.Copies[to], HoldOf(in.Move, st.Phase)
+	if in.Export.Ready && c.stopped(hold) && c.imported(hold) {
+		st.Phase, st.CopiedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = fmt.Sprintf("starting the VM on %s", to)
+		in.Move = withStatus(in.Move, st)
+		return step(in)
+	}
 	switch {
+	case in.Deleted:
+		return rollBack("the move was deleted")
 	case left <= 0:
-		return rollBack(fmt.Sprintf("the VM's disks were not copied to %s within %s (%s)", to, timeout, reported(in.Copies[to])))
+		return rollBack(fmt.Sprintf("the VM's disks were not copied to %s within %s (%s)", to, timeout, reported(c)))
 	case in.Export.Failed != "":
 		return rollBack(fmt.Sprintf("the export of the VM's disks on %s failed: %s", from, in.Export.Failed))
 	case !in.Export.Ready:
 		return Output{Status: st, Halt: []string{from}, Export: true, LookAgain: left}
 	}
-	if bad := failed(in.Copies[to]); bad != "" {
+	if bad := failed(c); bad != "" {
 		return rollBack(fmt.Sprintf("the VM's disks cannot be imported on %s: %s", to, bad))
 	}
-	if !in.Copies[to].stopped() {
-		st.Message = fmt.Sprintf("importing the VM's disks on %s from %s", to, from)
-		return Output{Status: st, Target: to, Halt: []string{from, to}, Export: true, Import: true, LookAgain: left}
+	if c.DataVolumes == fleetv1alpha1.DataVolumesFailed && c.proves(hold) {
+		return rollBack(fmt.Sprintf("CDI failed to import the VM's disks on %s", to))
 	}
-	st.Phase, st.CopiedTime = fleetv1alpha1.MoveVerifying, &now
-	st.Message = fmt.Sprintf("starting the VM on %s", to)
-	return Step(Input{Now: in.Now, Move: withStatus(in.Move, st), RunStrategy: in.RunStrategy, Method: in.Method,
-		Refused: in.Refused, Copies: in.Copies, Deleting: in.Deleting, Export: in.Export})
+	st.Message = fmt.Sprintf("importing the VM's disks on %s from %s", to, from)
+	return Output{Status: st, Target: to, Halt: []string{from, to}, Export: true, Import: true, LookAgain: left}
 }
 
 // live runs the Live method: Preparing delivers the VM to the target as
@@ -372,6 +456,13 @@ func cold(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 // From then on the move does not roll back (the VM ran on the target; the
 // source's disks are behind), and there is no deadline: it waits for the
 // target to report ready, then removes the source's copy.
+//
+// Once the source's migration exists, only KubeVirt's outcome decides:
+// Succeeded goes on, whenever the hub sees it; Failed rolls back (the
+// source kept its instance). Neither the deadline nor a deletion releases
+// or removes anything before that: KubeVirt ends every migration (its
+// progress and completion timeouts), and until then either copy may hold
+// the running VM.
 func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time, timeout time.Duration) Output {
 	from, to := in.Move.Spec.From, st.To
 	left := st.StartTime.Add(timeout).Sub(in.Now)
@@ -385,6 +476,8 @@ func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 	case fleetv1alpha1.MovePreparing:
 		c := in.Copies[to]
 		switch {
+		case in.Deleted:
+			return rollBack("the move was deleted")
 		case left <= 0:
 			return rollBack(fmt.Sprintf("the VM did not wait as the receiver on %s within %s (%s)", to, timeout, reported(c)))
 		case failed(c) != "":
@@ -400,11 +493,17 @@ func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 		fallthrough
 	case fleetv1alpha1.MoveMigrating:
 		switch {
+		case mig.succeeded():
 		case mig.Failed != "":
 			return rollBack("the live migration failed: " + mig.Failed)
-		case left <= 0:
-			return rollBack(fmt.Sprintf("the live migration did not end within %s", timeout))
-		case !mig.succeeded():
+		case left <= 0 || in.Deleted:
+			why := fmt.Sprintf("the live migration did not end within %s", timeout)
+			if in.Deleted {
+				why = "the move was deleted"
+			}
+			st.Message = why + "; waiting for KubeVirt to end it: Succeeded goes on, Failed rolls back"
+			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, Send: true}
+		default:
 			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, Send: true, LookAgain: left}
 		}
 		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
@@ -466,14 +565,23 @@ func released(st fleetv1alpha1.FleetVirtualMachineMoveStatus) bool {
 	return st.StoppedTime != nil
 }
 
+// noReturn tells whether a move is past its point of no return: a Cold
+// move whose VM was released to run on the target (the fleet runs it):
+// from its first instance there, the target's disks hold the newest data,
+// and a rollback would remove them.
+func noReturn(st fleetv1alpha1.FleetVirtualMachineMoveStatus, rs fleetv1alpha1.RunStrategy) bool {
+	return st.Method == fleetv1alpha1.MoveMethodCold && released(st) && rs != fleetv1alpha1.RunStrategyHalted
+}
+
 // rollingBack holds the target's copy stopped and removes it (a Cold
 // move's export ends with the phase); the source stays stopped until the
-// target's copy is known not to run (it may have started once released),
-// then starts again.
+// target's copy is proven not to run (it may have started once released:
+// a report observed under the rollback's own hold, from an available
+// cluster), then starts again.
 func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) Output {
 	from, to := in.Move.Spec.From, st.To
 	c := in.Copies[to]
-	mayRun := released(st) && c.Present && !c.stopped()
+	mayRun := released(st) && c.Present && !c.stopped(HoldOf(in.Move, st.Phase))
 	if mayRun {
 		return Output{Status: st, Target: to, Halt: []string{from, to}}
 	}
@@ -508,7 +616,7 @@ func chooseMethod(asked, allowed fleetv1alpha1.MoveMethod, refused string) (flee
 // asks for: ready, or stopped for a fleet held Halted, or under the
 // user's hand for Manual.
 func arrived(c Copy, rs fleetv1alpha1.RunStrategy) bool {
-	if !c.Reported || c.RunStrategy != string(rs) {
+	if !c.Reported || !c.Available || c.RunStrategy != string(rs) {
 		return false
 	}
 	switch rs {

@@ -1,7 +1,9 @@
 package move
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,7 @@ var t0 = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 
 func newMove(to string) *fleetv1alpha1.FleetVirtualMachineMove {
 	return &fleetv1alpha1.FleetVirtualMachineMove{
-		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "vms"},
+		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "vms", UID: "uid-m1", CreationTimestamp: metav1.NewTime(t0)},
 		Spec:       fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "web", From: "a", To: to},
 	}
 }
@@ -25,7 +27,7 @@ func running() Copy {
 	return Copy{Present: true, Reported: true, PrintableStatus: "Running", Ready: true, RunStrategy: "Always"}
 }
 func halted() Copy {
-	return Copy{Present: true, Reported: true, PrintableStatus: "Stopped", RunStrategy: "Halted"}
+	return Copy{Present: true, Reported: true, PrintableStatus: "Stopped", RunStrategy: "Halted", DataVolumes: fleetv1alpha1.DataVolumesReady}
 }
 
 // world is the clusters as a test moves them along; step runs the rule
@@ -42,15 +44,39 @@ type world struct {
 	export Export
 	live   map[string]bool
 	mig    Migration
+	// fleet is the FleetVirtualMachine's run strategy (Always when
+	// unset); deleted: the move is being deleted; unavailable: clusters
+	// whose reports come from an unavailable cluster.
+	fleet       fleetv1alpha1.RunStrategy
+	deleted     bool
+	unavailable map[string]bool
 }
 
 func (w *world) step() Output {
 	w.t.Helper()
-	w.out = Step(Input{Now: w.now, Move: w.move, RunStrategy: fleetv1alpha1.RunStrategyAlways,
+	w.observe()
+	w.out = Step(Input{Now: w.now, Move: w.move, RunStrategy: cmp.Or(w.fleet, fleetv1alpha1.RunStrategyAlways), Deleted: w.deleted,
 		Method: cmpOr(w.method, fleetv1alpha1.MoveMethodRestart), Copies: w.copies, Targets: []string{"b", "c"}, Export: w.export,
 		Live: w.live, Migration: w.mig})
 	w.move.Status = w.out.Status
 	return w.out
+}
+
+// observe stamps each copy a test set since the last step as a fresh
+// report: from an available cluster, observed under the hold the last
+// step delivered there. A copy set with Available already is kept as is
+// (a stale or unavailable report).
+func (w *world) observe() {
+	for c, cp := range w.copies {
+		if cp.Available {
+			continue
+		}
+		cp.Available = !w.unavailable[c]
+		if _, held := w.out.Holds[c]; held || slices.Contains(w.out.Halt, c) {
+			cp.Hold = w.out.Hold
+		}
+		w.copies[c] = cp
+	}
 }
 
 func (w *world) expect(phase fleetv1alpha1.MovePhase, halt ...string) {
