@@ -15,7 +15,11 @@ import (
 // started on the target, and the source's copy is removed only once the
 // target's is ready. If anything fails or the timeout
 // passes, the target's copy is stopped and removed and the source's
-// started again; the status says why.
+// started again; the status says why. Each step acts only on proof from
+// the clusters: a state observed under the hold it proves, from an
+// available cluster. A started move carries a finalizer: deleting it
+// rolls it back, or finishes it past the point of no return, before the
+// object goes. An ended move is deleted after ttlSecondsAfterFinished.
 
 // MoveMethod is how the VM and its data reach the target cluster.
 // +kubebuilder:validation:Enum=Auto;Restart;Cold;Live
@@ -59,7 +63,8 @@ type MovePhase string
 
 const (
 	// MovePending: not started: waiting for another move of the same VM,
-	// or for the FleetVirtualMachine to be read.
+	// or for the FleetVirtualMachine to be read. Pending counts against
+	// the timeout too: a move that cannot start within it fails.
 	MovePending MovePhase = "Pending"
 	// MovePreparing: the VM is created stopped on the target (its disks
 	// provisioned there), or (Live) as the receiver of the migration; the
@@ -92,8 +97,18 @@ const (
 func (p MovePhase) Terminal() bool { return p == MoveSucceeded || p == MoveFailed }
 
 // LabelDrain on a FleetVirtualMachineMove names the cluster whose drain
-// made it.
+// made it. Only the hub's drain controller may set it: admission refuses
+// it from anyone else, and the drain counts only the moves it made.
 const LabelDrain = "fleetvm.io/drain"
+
+// MoveFinalizer holds a FleetVirtualMachineMove that has started until its
+// protocol has reached a safe end: deleting a started move rolls it back
+// (or, past the point of no return, finishes it) before the object goes.
+const MoveFinalizer = "fleetvm.io/move"
+
+// DefaultMoveTTLSecondsAfterFinished is spec.ttlSecondsAfterFinished's
+// default: an ended move is kept a day for the record, then removed.
+const DefaultMoveTTLSecondsAfterFinished = 86400
 
 // DrainTaintKey is the ManagedCluster taint that drains a cluster: FleetVM
 // moves every copy off it and places no new one on it. Its effect is
@@ -101,7 +116,7 @@ const LabelDrain = "fleetvm.io/drain"
 const DrainTaintKey = "fleetvm.io/drain"
 
 // FleetVirtualMachineMoveSpec is what to move where. It is immutable.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a move's spec is immutable: delete it and create another"
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a move's spec is immutable: delete it (a started move rolls back first) and create another"
 // +kubebuilder:validation:XValidation:rule="!has(self.to) || self.to != self.from",message="to must differ from from"
 type FleetVirtualMachineMoveSpec struct {
 	// fleetVirtualMachine is the name of the FleetVirtualMachine, in this
@@ -139,6 +154,14 @@ type FleetVirtualMachineMoveSpec struct {
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// ttlSecondsAfterFinished is how long the move is kept once it ended
+	// (Succeeded or Failed), as a Job's: then FleetVM deletes it. Default
+	// 86400 (a day); 0 deletes it as soon as it ends.
+	// +optional
+	// +kubebuilder:default=86400
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // FleetVirtualMachineMoveStatus is where the move stands.

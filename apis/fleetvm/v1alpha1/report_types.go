@@ -101,7 +101,38 @@ type VMState struct {
 	// +kubebuilder:validation:items:MaxLength=2100
 	// +listType=atomic
 	DiskImages []string `json:"diskImages,omitempty"`
+	// hold is the value of the VM's AnnotationHold as the agent saw it
+	// with the rest of this state: a move's proof that the state was
+	// observed after the hold it asked for reached the cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Hold string `json:"hold,omitempty"`
+	// dataVolumes is the state of the DataVolumes of the VM's
+	// spec.dataVolumeTemplates, as CDI reports them ("" when it has none).
+	// +optional
+	DataVolumes DataVolumesState `json:"dataVolumes,omitempty"`
 }
+
+// AnnotationHold on a VirtualMachine FleetVM delivers names the move hold
+// the VM is delivered under ("<move UID>.<phase>"); the agent reports it
+// back (VMState.hold), so that a report proves a state only once it was
+// observed under that hold.
+const AnnotationHold = "fleetvm.io/hold"
+
+// DataVolumesState is what CDI says of a VM's DataVolumes.
+// +kubebuilder:validation:Enum=Ready;NotReady;Failed
+type DataVolumesState string
+
+const (
+	// DataVolumesReady: every DataVolume of the VM's templates has phase
+	// Succeeded: its data is imported.
+	DataVolumesReady DataVolumesState = "Ready"
+	// DataVolumesNotReady: some DataVolume is missing or not Succeeded yet
+	// (pending, waiting for its first consumer, importing).
+	DataVolumesNotReady DataVolumesState = "NotReady"
+	// DataVolumesFailed: some DataVolume has phase Failed.
+	DataVolumesFailed DataVolumesState = "Failed"
+)
 
 // VMReportSpec is the state of a FleetVirtualMachine's VMs on one cluster.
 type VMReportSpec struct {
