@@ -204,7 +204,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]fleetv1alpha1.RunStrategy, imports map[string]*delivery.Import) []delivery.Target {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]hold, imports map[string]*delivery.Import) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
@@ -216,7 +216,7 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 			env = mc.Labels[r.Config.EnvironmentLabel]
 		}
 		t := delivery.Target{Name: c, Environment: env}
-		t.RunStrategy = held[c]
+		t.RunStrategy, t.Hold = held[c].RunStrategy, held[c].Hold
 		t.Import = imports[c]
 		out = append(out, t)
 	}

@@ -8,11 +8,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -27,7 +30,7 @@ import (
 // (move.Step decides each step) and keeps new copies off draining
 // clusters.
 
-// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachinemoves/status,verbs=get;update;patch
 
 const (
@@ -78,9 +81,23 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 	}
 	moves := make([]*fleetv1alpha1.FleetVirtualMachineMove, 0, len(list.Items))
 	for i := range list.Items {
-		if move.Active(&list.Items[i]) {
-			moves = append(moves, &list.Items[i])
+		m := &list.Items[i]
+		if !move.Active(m) {
+			// An ended move needs no holding any more.
+			s.fail(r.releaseMove(ctx, m))
+			continue
 		}
+		// A move is held from its first step until it ended: deleting it
+		// then rolls it back, or finishes it, first.
+		if m.DeletionTimestamp == nil {
+			if _, err := write.AddFinalizer(ctx, r.Client, m, fleetv1alpha1.MoveFinalizer); err != nil {
+				if !apierrors.IsNotFound(err) && !write.Stale(err) {
+					s.fail(fmt.Errorf("add finalizer to FleetVirtualMachineMove %s: %w", m.Name, err))
+				}
+				return false
+			}
+		}
+		moves = append(moves, m)
 	}
 	if len(moves) == 0 {
 		return true
@@ -98,6 +115,7 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 	in := move.Input{Now: s.now.Time, RunStrategy: s.fvm.Spec.RunStrategy, Copies: r.copies(s), Deleting: s.fvm.DeletionTimestamp != nil}
 	for i, m := range moves {
 		in.Move = m
+		in.Deleted = m.DeletionTimestamp != nil
 		in.Busy, in.WaitFor = "", ""
 		if i > 0 {
 			in.Busy = moves[0].Name
@@ -155,6 +173,9 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 				return false
 			}
 			r.recordMove(s.fvm, m, before.Status)
+			if !move.Active(m) {
+				s.fail(r.releaseMove(ctx, m))
+			}
 		}
 		if move.Active(m) {
 			s.moves = append(s.moves, stepped{move: m, out: out, imp: imp})
@@ -178,6 +199,10 @@ func (r *Reconciler) copies(s *scope) map[string]move.Copy {
 		cp := move.Copy{Present: p.Present(), Removing: p.RemovingSince != nil, Reported: p.Reported}
 		if rep := s.obs.Reports[c]; rep != nil {
 			cp.PrintableStatus, cp.Ready, cp.RunStrategy = rep.PrintableStatus, rep.Ready, rep.RunStrategy
+			cp.Hold, cp.DataVolumes = rep.Hold, rep.DataVolumes
+		}
+		if mc := s.obs.Facts[c].Cluster; mc != nil {
+			cp.Available = meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable)
 		}
 		out[c] = cp
 	}
@@ -336,17 +361,24 @@ func (s *scope) importing() []string {
 	return out
 }
 
+// hold is how a move holds a cluster's VM: its run strategy, and the
+// move's hold it is delivered under (move.Output.Hold).
+type hold struct {
+	RunStrategy fleetv1alpha1.RunStrategy
+	Hold        string
+}
+
 // held are the clusters whose VM a move holds in a run strategy of its
 // own: stopped (Halted), or for a live migration Manual (the source) and
 // WaitAsReceiver (the target).
-func (s *scope) held() map[string]fleetv1alpha1.RunStrategy {
-	out := map[string]fleetv1alpha1.RunStrategy{}
+func (s *scope) held() map[string]hold {
+	out := map[string]hold{}
 	for _, st := range s.moves {
 		for c, rs := range st.out.Holds {
-			out[c] = rs
+			out[c] = hold{RunStrategy: rs, Hold: st.out.Hold}
 		}
 		for _, c := range st.out.Halt {
-			out[c] = fleetv1alpha1.RunStrategyHalted
+			out[c] = hold{RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: st.out.Hold}
 		}
 	}
 	return out
@@ -408,6 +440,17 @@ func fleetVMOfMove(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}}}
 }
 
+// releaseMove removes the finalizer of a move that ended.
+func (r *Reconciler) releaseMove(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) error {
+	if !controllerutil.ContainsFinalizer(m, fleetv1alpha1.MoveFinalizer) {
+		return nil
+	}
+	if _, err := write.RemoveFinalizer(ctx, r.Client, m, fleetv1alpha1.MoveFinalizer); err != nil && !apierrors.IsNotFound(err) && !write.Stale(err) {
+		return fmt.Errorf("remove finalizer of FleetVirtualMachineMove %s: %w", m.Name, err)
+	}
+	return nil
+}
+
 // failMovesOfGone ends the moves of a FleetVirtualMachine that does not
 // exist: nothing is left to move.
 func (r *Reconciler) failMovesOfGone(ctx context.Context, key types.NamespacedName) error {
@@ -419,13 +462,22 @@ func (r *Reconciler) failMovesOfGone(ctx context.Context, key types.NamespacedNa
 	for i := range list.Items {
 		m := &list.Items[i]
 		if !move.Active(m) {
+			if err := r.releaseMove(ctx, m); err != nil {
+				return err
+			}
 			continue
 		}
 		before := m.DeepCopy()
 		m.Status.Phase, m.Status.CompletionTime = fleetv1alpha1.MoveFailed, &now
 		m.Status.Message = fmt.Sprintf("FleetVirtualMachine %s does not exist", key.Name)
-		if _, err := write.Status(ctx, r.Client, before, m); err != nil && !write.Stale(err) {
+		if _, err := write.Status(ctx, r.Client, before, m); err != nil {
+			if write.Stale(err) {
+				continue
+			}
 			return fmt.Errorf("write status of FleetVirtualMachineMove %s: %w", m.Name, err)
+		}
+		if err := r.releaseMove(ctx, m); err != nil {
+			return err
 		}
 	}
 	return nil

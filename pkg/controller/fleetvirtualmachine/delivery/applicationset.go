@@ -46,6 +46,10 @@ type Target struct {
 	// target is prepared stopped, its source stopped before the target
 	// starts.
 	RunStrategy fleetv1alpha1.RunStrategy `json:"runStrategy,omitempty"`
+	// Hold is the move's hold the VM is held under on this cluster
+	// (annotation fleetv1alpha1.AnnotationHold; "" none): the agent
+	// reports it back with the VM's state, the move's proof.
+	Hold string `json:"hold,omitempty"`
 	// Import makes this cluster's VM import its disks from another
 	// cluster's export while a Cold move copies them (nil: none).
 	Import *Import `json:"-"`
@@ -75,6 +79,16 @@ const dataVolumesParam = "{{.dataVolumeTemplates}}"
 // runStrategyParam is the element key of the run strategy of each
 // cluster, present only while some target's is held.
 const runStrategyParam = "{{.runStrategy}}"
+
+// holdParam is the element key of each cluster's move hold, present with
+// the run strategies: the fleetvm-vm chart (value hold), a git source's
+// Helm chart (fleetvm.hold) or kustomize patch sets it as the VM's
+// annotation fleetv1alpha1.AnnotationHold.
+const holdParam = "{{.hold}}"
+
+// immediateBindAnnotation asks CDI to bind a DataVolume's claim and
+// import at once, on storage whose binding mode is WaitForFirstConsumer.
+const immediateBindAnnotation = "cdi.kubevirt.io/storage.bind.immediate.requested"
 
 // kubevirtFilledPointers are the fields of a VirtualMachine that KubeVirt
 // fills in on the cluster when the VM definition leaves them empty. Argo
@@ -171,6 +185,7 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		el := map[string]string{"name": t.Name, "environment": escapeTemplate(t.Environment)}
 		if held {
 			el["runStrategy"] = string(cmp.Or(t.RunStrategy, fvm.Spec.RunStrategy))
+			el["hold"] = escapeTemplate(t.Hold)
 		}
 		if importing {
 			el["dataVolumeTemplates"] = ""
@@ -213,7 +228,8 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		}
 		if held {
 			// Argo CD's parameters win over valuesObject.
-			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy})
+			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy},
+				argov1alpha1.HelmParameter{Name: "hold", Value: holdParam, ForceString: true})
 		}
 		if importing {
 			// The fleetvm-vm chart replaces the VM's dataVolumeTemplates
@@ -238,8 +254,11 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 					{Name: "fleetvm.runStrategy", Value: runStrategy},
 				},
 			}
+			if held {
+				spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.hold", Value: holdParam, ForceString: true})
+			}
 		} else {
-			spec.Source.Kustomize = r.kustomize(fvm, runStrategy)
+			spec.Source.Kustomize = r.kustomize(fvm, runStrategy, held)
 		}
 	}
 
@@ -313,7 +332,7 @@ func ReleaseName(vmName string) string {
 
 // kustomize makes every VM of a git source carry the FleetVM and cluster
 // labels, and forces spec.runStrategy over what git says.
-func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy string) *argov1alpha1.ApplicationSourceKustomize {
+func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy string, held bool) *argov1alpha1.ApplicationSourceKustomize {
 	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
 	if o := fvm.Spec.Source.Kustomize; o != nil {
 		k.NamePrefix = escapeTemplate(o.NamePrefix)
@@ -331,6 +350,10 @@ func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy 
 		}},
 		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", runStrategy),
 	}}
+	if held {
+		k.Patches[0].Patch = fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\n  annotations:\n    %s: %q\nspec:\n  running: null\n  runStrategy: %s\n",
+			fleetv1alpha1.AnnotationHold, holdParam, runStrategy)
+	}
 	return k
 }
 
@@ -425,6 +448,19 @@ func (r Renderer) importedDataVolumes(fvm *fleetv1alpha1.FleetVirtualMachine, vm
 		}
 		dvSpec["source"] = map[string]any{"http": http}
 		t["spec"] = dvSpec
+		// The VM is held stopped while it imports: on storage that
+		// binds at the first consumer CDI would wait for a start that
+		// never comes. CDI binds and imports at once when asked.
+		if meta == nil {
+			meta = map[string]any{}
+			t["metadata"] = meta
+		}
+		ann, _ := meta["annotations"].(map[string]any)
+		if ann == nil {
+			ann = map[string]any{}
+		}
+		ann[immediateBindAnnotation] = "true"
+		meta["annotations"] = ann
 	}
 	b, err := json.Marshal(templates)
 	if err != nil {

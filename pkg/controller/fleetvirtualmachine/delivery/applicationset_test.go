@@ -160,17 +160,19 @@ func TestApplicationSetHoldsAMovingCopy(t *testing.T) {
 		t.Fatalf("%d Helm parameters without a hold, want 1 (cluster)", n)
 	}
 
-	held, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted}, {Name: "b", Environment: "prod"}})
+	held, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}, {Name: "b", Environment: "prod"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []map[string]string{{"name": "a", "environment": "prod", "runStrategy": "Halted"}, {"name": "b", "environment": "prod", "runStrategy": "Always"}}
+	want := []map[string]string{{"name": "a", "environment": "prod", "runStrategy": "Halted", "hold": "uid-m1.Switching"},
+		{"name": "b", "environment": "prod", "runStrategy": "Always", "hold": ""}}
 	if diff := cmp.Diff(want, elements(held)); diff != "" {
 		t.Fatalf("elements with a hold (-want +got):\n%s", diff)
 	}
 	params := held.Spec.Template.Spec.Source.Helm.Parameters
-	if diff := cmp.Diff(argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, params[len(params)-1]); diff != "" {
-		t.Fatalf("run strategy parameter (-want +got):\n%s", diff)
+	wantParams := []argov1alpha1.HelmParameter{{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, {Name: "hold", Value: "{{.hold}}", ForceString: true}}
+	if diff := cmp.Diff(wantParams, params[len(params)-2:]); diff != "" {
+		t.Fatalf("run strategy and hold parameters (-want +got):\n%s", diff)
 	}
 }
 
@@ -223,11 +225,14 @@ func TestApplicationSetImportsTheMovingDisks(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
+	// CDI binds and imports at once, whatever the storage's binding
+	// mode: the VM is held stopped, and no first consumer comes.
+	immediate := map[string]any{"cdi.kubevirt.io/storage.bind.immediate.requested": "true"}
 	want := []map[string]any{
-		{"metadata": map[string]any{"name": "db-root"}, "spec": map[string]any{
+		{"metadata": map[string]any{"name": "db-root", "annotations": immediate}, "spec": map[string]any{
 			"source":  map[string]any{"http": map[string]any{"url": imp.URLs["db-root"], "secretExtraHeaders": []any{"h"}, "certConfigMap": "ca"}},
 			"storage": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "30Gi"}}}}},
-		{"metadata": map[string]any{"name": "db-data"}, "spec": map[string]any{
+		{"metadata": map[string]any{"name": "db-data", "annotations": immediate}, "spec": map[string]any{
 			"source":  map[string]any{"http": map[string]any{"url": imp.URLs["db-data"], "secretExtraHeaders": []any{"h"}, "certConfigMap": "ca"}},
 			"storage": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "100Gi"}}}}},
 	}
