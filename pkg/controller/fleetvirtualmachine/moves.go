@@ -99,6 +99,17 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 		}
 		moves = append(moves, m)
 	}
+	// Copies a move the hub no longer has held stay as they are (only a
+	// reported hold can make one: the rest of the fleet skips this).
+	var copies map[string]move.Copy
+	if len(moves) > 0 || anyHold(s.obs.Reports) {
+		active := make([]types.UID, 0, len(moves))
+		for _, m := range moves {
+			active = append(active, m.UID)
+		}
+		copies = r.copies(s)
+		s.frozen = move.Frozen(copies, active)
+	}
 	if len(moves) == 0 {
 		return true
 	}
@@ -112,7 +123,7 @@ func (r *Reconciler) stepMoves(ctx context.Context, s *scope) bool {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	in := move.Input{Now: s.now.Time, RunStrategy: s.fvm.Spec.RunStrategy, Copies: r.copies(s), Deleting: s.fvm.DeletionTimestamp != nil}
+	in := move.Input{Now: s.now.Time, RunStrategy: s.fvm.Spec.RunStrategy, Copies: copies, Deleting: s.fvm.DeletionTimestamp != nil}
 	for i, m := range moves {
 		in.Move = m
 		in.Deleted = m.DeletionTimestamp != nil
@@ -373,6 +384,9 @@ type hold struct {
 // WaitAsReceiver (the target).
 func (s *scope) held() map[string]hold {
 	out := map[string]hold{}
+	for c, rs := range s.frozen {
+		out[c] = hold{RunStrategy: rs, Hold: s.obs.Reports[c].Hold}
+	}
 	for _, st := range s.moves {
 		for c, rs := range st.out.Holds {
 			out[c] = hold{RunStrategy: rs, Hold: st.out.Hold}
@@ -387,6 +401,13 @@ func (s *scope) held() map[string]hold {
 // noteMoves tells, on the status entry of each move's source, what the
 // move does.
 func (s *scope) noteMoves() {
+	for c, rs := range s.frozen {
+		if p, ok := s.outcome.Clusters[c]; ok {
+			p.Reason = fmt.Sprintf("kept %s: a move that no longer exists held it (%s %s), and another copy exists; "+
+				"remove the copy you do not want, and this one follows spec.runStrategy again", rs, fleetv1alpha1.AnnotationHold, s.obs.Reports[c].Hold)
+			s.outcome.Clusters[c] = p
+		}
+	}
 	for _, st := range s.moves {
 		from := st.move.Spec.From
 		if p, ok := s.outcome.Clusters[from]; ok && p.State == placement.Placed {
@@ -438,6 +459,16 @@ func (s *scope) moveDeadline() time.Duration {
 func fleetVMOfMove(_ context.Context, obj client.Object) []reconcile.Request {
 	m := obj.(*fleetv1alpha1.FleetVirtualMachineMove)
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}}}
+}
+
+// anyHold tells whether a report carries a move's hold.
+func anyHold(reports map[string]*fleetv1alpha1.VMState) bool {
+	for _, v := range reports {
+		if v != nil && v.Hold != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseMove removes the finalizer of a move that ended.

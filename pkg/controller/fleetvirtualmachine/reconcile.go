@@ -32,8 +32,10 @@ type scope struct {
 
 	// readFleet
 	obs *observation
-	// stepMoves: the moves under way, after their step
-	moves []stepped
+	// stepMoves: the moves under way, after their step, and the copies a
+	// lost move left held (move.Frozen)
+	moves  []stepped
+	frozen map[string]fleetv1alpha1.RunStrategy
 	// decide
 	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out

@@ -36,7 +36,7 @@ import (
 
 var (
 	modelSeed      = flag.Uint64("model.seed", 0, "replay one schedule of TestMoveProtocolModel")
-	modelSchedules = flag.Int("model.schedules", 20000, "schedules TestMoveProtocolModel explores")
+	modelSchedules = flag.Int("model.schedules", 10000, "schedules TestMoveProtocolModel explores")
 )
 
 const modelTimeout = 10 * time.Minute
