@@ -1,5 +1,6 @@
-// Command webhookconditions writes the FleetVirtualMachine webhook's
-// matchConditions (pkg/webhook) into the webhook configuration
+// Command webhookconditions writes the matchConditions of FleetVM's
+// webhooks (pkg/webhook: the FleetVirtualMachine and the
+// FleetVirtualMachineMove validators) into the webhook configuration
 // controller-gen generated: its webhook marker has no field for them.
 // `make manifests` runs it on deploy/webhook/manifests.yaml, the one file
 // the chart and the test environment install.
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
 
 	fleetwebhook "github.com/fleetvm/fleetvm/pkg/webhook"
@@ -37,7 +39,7 @@ func run(path string) error {
 	// controller-gen writes one document per configuration (mutating,
 	// validating), each opened by a "---" line.
 	var out []byte
-	found := false
+	found := map[string]bool{}
 	for _, doc := range documents.Split(string(data), -1) {
 		if strings.TrimSpace(doc) == "" {
 			continue
@@ -46,17 +48,17 @@ func run(path string) error {
 		if err := yaml.Unmarshal([]byte(doc), &config); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if setConditions(config) {
-			found = true
-		}
+		setConditions(config, found)
 		b, err := yaml.Marshal(config)
 		if err != nil {
 			return err
 		}
 		out = append(append(out, "---\n"...), b...)
 	}
-	if !found {
-		return fmt.Errorf("%s has no webhook %s", path, fleetwebhook.FleetVirtualMachineWebhookName)
+	for name := range conditions {
+		if !found[name] {
+			return fmt.Errorf("%s has no webhook %s", path, name)
+		}
 	}
 	return os.WriteFile(path, out, 0o644)
 }
@@ -64,22 +66,32 @@ func run(path string) error {
 // documents separates the documents of a YAML stream.
 var documents = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
-// setConditions writes the FleetVirtualMachine webhook's matchConditions
-// into config, if config holds that webhook.
-func setConditions(config map[string]any) bool {
+// conditions are the matchConditions of each webhook that has them, by
+// the webhook's name.
+var conditions = map[string][]admissionregistrationv1.MatchCondition{
+	fleetwebhook.FleetVirtualMachineWebhookName: fleetwebhook.FleetVirtualMachineMatchConditions,
+	fleetwebhook.MoveWebhookName:                fleetwebhook.MoveMatchConditions,
+}
+
+// setConditions writes the matchConditions of the webhooks config holds
+// into them, and notes their names in found.
+func setConditions(config map[string]any, found map[string]bool) {
 	webhooks, _ := config["webhooks"].([]any)
-	found := false
 	for _, w := range webhooks {
 		hook, ok := w.(map[string]any)
-		if !ok || hook["name"] != fleetwebhook.FleetVirtualMachineWebhookName {
+		if !ok {
 			continue
 		}
-		conditions := make([]any, 0, len(fleetwebhook.FleetVirtualMachineMatchConditions))
-		for _, c := range fleetwebhook.FleetVirtualMachineMatchConditions {
-			conditions = append(conditions, map[string]any{"name": c.Name, "expression": c.Expression})
+		name, _ := hook["name"].(string)
+		want, ok := conditions[name]
+		if !ok {
+			continue
 		}
-		hook["matchConditions"] = conditions
-		found = true
+		list := make([]any, 0, len(want))
+		for _, c := range want {
+			list = append(list, map[string]any{"name": c.Name, "expression": c.Expression})
+		}
+		hook["matchConditions"] = list
+		found[name] = true
 	}
-	return found
 }

@@ -35,7 +35,10 @@ import (
 // target by the FleetVirtualMachine's placement rules. A copy whose move
 // failed is not retried: it stays on the cluster and its move says why.
 // Removing the taint ends the drain: moves not started are deleted,
-// moves under way finish; a drain started again starts afresh.
+// moves under way finish; a drain started again starts afresh. A drain
+// knows its moves by the label fleetv1alpha1.LabelDrain and the
+// cluster's UID in AnnotationCluster (Made): a move with the label alone
+// counts for nothing.
 type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
@@ -93,19 +96,23 @@ func (r *Reconciler) drainingClustersOf(ctx context.Context, o client.Object) []
 // Reconcile drains one cluster, or ends its drain.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := req.Name
-	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
-	if err := r.Client.List(ctx, moves, client.MatchingLabels{fleetv1alpha1.LabelDrain: cluster}); err != nil {
+	labelled := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := r.Client.List(ctx, labelled, client.MatchingLabels{fleetv1alpha1.LabelDrain: cluster}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list the drain's moves: %w", err)
 	}
 	mc := &clusterv1.ManagedCluster{}
 	switch err := r.Client.Get(ctx, req.NamespacedName, mc); {
 	case apierrors.IsNotFound(err):
-		return ctrl.Result{}, r.end(ctx, moves.Items)
+		return ctrl.Result{}, r.end(ctx, labelled.Items, func(m *fleetv1alpha1.FleetVirtualMachineMove) bool { return madeByAnyDrainOf(m, cluster) })
 	case err != nil:
 		return ctrl.Result{}, err
 	case !fleetvirtualmachine.Draining(mc):
-		return ctrl.Result{}, r.end(ctx, moves.Items)
+		return ctrl.Result{}, r.end(ctx, labelled.Items, func(m *fleetv1alpha1.FleetVirtualMachineMove) bool { return Made(m, mc) })
 	}
+	// Only the moves this drain made count (Made): a move carrying the
+	// label but not the cluster's UID neither takes a slot nor keeps a
+	// copy on the cluster.
+	moves := ownMoves(labelled.Items, mc)
 
 	fvms := &fleetv1alpha1.FleetVirtualMachineList{}
 	if err := r.Client.List(ctx, fvms, client.MatchingFields{fleetvirtualmachine.IndexStatusCluster: cluster}); err != nil {
@@ -114,8 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	copies := CopiesOn(fvms.Items, cluster)
 	had := map[string]bool{}
 	var active []Copy
-	for i := range moves.Items {
-		m := &moves.Items[i]
+	for _, m := range moves {
 		k := m.Namespace + "/" + m.Spec.FleetVirtualMachine
 		had[k] = true
 		if move.Active(m) {
@@ -136,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			ObjectMeta: metav1.ObjectMeta{
 				Name: MoveName(cluster, c.FleetVM), Namespace: c.Namespace,
 				Labels:      map[string]string{fleetv1alpha1.LabelDrain: cluster, fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue},
-				Annotations: map[string]string{AnnotationNode: c.Node},
+				Annotations: map[string]string{AnnotationNode: c.Node, AnnotationCluster: string(mc.UID)},
 			},
 			Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: c.FleetVM, From: cluster, Method: fleetv1alpha1.MoveMethodAuto},
 		}
@@ -154,13 +160,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// end ends a drain: moves not started are deleted, the others kept
-// (those under way finish; ended ones go, so a later drain starts
-// afresh).
-func (r *Reconciler) end(ctx context.Context, moves []fleetv1alpha1.FleetVirtualMachineMove) error {
+// ownMoves are the moves of labelled that the drain of mc made.
+func ownMoves(labelled []fleetv1alpha1.FleetVirtualMachineMove, mc *clusterv1.ManagedCluster) []*fleetv1alpha1.FleetVirtualMachineMove {
+	var out []*fleetv1alpha1.FleetVirtualMachineMove
+	for i := range labelled {
+		if m := &labelled[i]; Made(m, mc) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// end ends a drain: of the moves it made (own), those not started are
+// deleted, the others kept (those under way finish; ended ones go, so a
+// later drain starts afresh). A move it did not make is left alone,
+// whatever its label says.
+func (r *Reconciler) end(ctx context.Context, moves []fleetv1alpha1.FleetVirtualMachineMove, own func(*fleetv1alpha1.FleetVirtualMachineMove) bool) error {
 	for i := range moves {
 		m := &moves[i]
-		if move.Started(m) {
+		if !own(m) || move.Started(m) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, m, client.Preconditions{ResourceVersion: &m.ResourceVersion}); err != nil &&
