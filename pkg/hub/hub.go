@@ -31,6 +31,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/imageinventory"
+	"github.com/fleetvm/fleetvm/pkg/controller/movettl"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
@@ -159,6 +160,9 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	drains := &drain.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("fleetvm-hub"), Limits: opts.Drain}
 	if err := drains.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up drain controller: %w", err)
+	}
+	if err := (&movettl.Reconciler{Client: mgr.GetClient(), Clock: clk}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up move TTL controller: %w", err)
 	}
 	if err := (&shapes.Reconciler{Client: mgr.GetClient(), ShapesPerNamespace: opts.FleetVM.ShapesPerNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up VM shapes controller: %w", err)
