@@ -56,7 +56,16 @@ const (
 	// whether or not the hub remembers it.
 	IndexReportFleetVM = "fleetvm.io/report-fleetvm"
 	IndexReportVM      = "fleetvm.io/report-vm"
+	// IndexMoveNotStarted indexes FleetVirtualMachineMoves not started
+	// yet (status.phase "" or Pending: "true"), so a score, decision or
+	// cluster event reads those few, not every move ever made.
+	IndexMoveNotStarted = "fleetvm.io/move-not-started"
 )
+
+// moveNotStarted tells whether a move has not left Pending.
+func moveNotStarted(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+	return m.Status.Phase == "" || m.Status.Phase == fleetv1alpha1.MovePending
+}
 
 // wantsCandidates says which candidate Placement a FleetVirtualMachine
 // picks more clusters from, if any.
@@ -89,6 +98,14 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return []string{o.(*fleetv1alpha1.FleetVirtualMachineMove).Spec.FleetVirtualMachine}
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexMoveFleetVM, err)
+	}
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachineMove{}, IndexMoveNotStarted, func(o client.Object) []string {
+		if moveNotStarted(o.(*fleetv1alpha1.FleetVirtualMachineMove)) {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", IndexMoveNotStarted, err)
 	}
 	if err := indexer.IndexField(ctx, &workv1.ManifestWork{}, IndexMoveWork, func(o client.Object) []string {
 		if k := moveWorkKey(o); k != "" {

@@ -99,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if isCandidatePlacement(p) {
 			// A move waiting for the scheduler to add a cluster it asked
 			// for wakes with the new decision too.
-			reqs = append(reqs, r.fleetVMsWithPendingMoves(ctx)...)
+			reqs = append(reqs, r.fleetVMsWithMovesNotStarted(ctx)...)
 		}
 		return reqs
 	})
@@ -304,4 +304,23 @@ func availability(mc *clusterv1.ManagedCluster) metav1.ConditionStatus {
 		return c.Status
 	}
 	return metav1.ConditionUnknown
+}
+
+// fleetVMsWithMovesNotStarted are the FleetVirtualMachines with a move
+// that has not started: its target may qualify now. It reads only those
+// moves (IndexMoveNotStarted), straight from the cache without copies:
+// ended moves stay until their TTL and a fleet's history must not cost
+// every score, decision or cluster event.
+func (r *Reconciler) fleetVMsWithMovesNotStarted(ctx context.Context) []reconcile.Request {
+	list := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{IndexMoveNotStarted: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "list the FleetVirtualMachineMoves not started")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		m := &list.Items[i]
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}})
+	}
+	return out
 }
