@@ -2,18 +2,24 @@ package vmstatus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -66,7 +72,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			vmi = nil
 		}
-		states = append(states, State(vm, vmi, inventory.ImagesOf(vm, r.lookup(ctx)), MissingNetworks(vm, nets)))
+		st := State(vm, vmi, inventory.ImagesOf(vm, r.lookup(ctx)), MissingNetworks(vm, nets))
+		if st.DataVolumes, err = r.dataVolumesOf(ctx, vm); err != nil {
+			return reconcile.Result{}, err
+		}
+		states = append(states, st)
 	}
 
 	key := client.ObjectKey{Namespace: r.Namespace, Name: ReportName(ref)}
@@ -117,12 +127,81 @@ func (r *Reconciler) lookup(ctx context.Context) inventory.LookupDataVolume {
 	}
 }
 
+// dataVolumesOf reads the state of the VM's template DataVolumes; a
+// DataVolume the cache cannot read is an error, not a missing one.
+func (r *Reconciler) dataVolumesOf(ctx context.Context, vm *kubevirtv1.VirtualMachine) (fleetv1alpha1.DataVolumesState, error) {
+	var errs []error
+	st := DataVolumesOf(vm, func(ns, name string) (*cdiv1beta1.DataVolume, bool) {
+		dv := &cdiv1beta1.DataVolume{}
+		if err := r.Spoke.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, dv); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("get DataVolume %s/%s of VirtualMachine %s: %w", ns, name, klog.KObj(vm), err))
+			}
+			return nil, false
+		}
+		return dv, true
+	})
+	return st, errors.Join(errs...)
+}
+
+// fleetVMsOfDataVolume maps a DataVolume to the FleetVirtualMachine of its
+// VM: the VirtualMachine that owns it, else the VMs of its namespace whose
+// dataVolumeTemplates name it (KubeVirt adopts an orphan of that name).
+func (r *Reconciler) fleetVMsOfDataVolume(ctx context.Context, o client.Object) []reconcile.Request {
+	gvk := kubevirtv1.VirtualMachineGroupVersionKind
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind != gvk.Kind || !strings.HasPrefix(ref.APIVersion, gvk.Group+"/") {
+			continue
+		}
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := r.Spoke.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, vm); err != nil {
+			return nil
+		}
+		if ref, ok := FleetVMOf(vm.Labels); ok {
+			return []reconcile.Request{request(ref)}
+		}
+		return nil
+	}
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.Spoke.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.HasLabels{fleetv1alpha1.LabelFleetVMName}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		ref, ok := FleetVMOf(vm.Labels)
+		if !ok || slices.Contains(out, request(ref)) {
+			continue
+		}
+		if slices.ContainsFunc(vm.Spec.DataVolumeTemplates, func(t kubevirtv1.DataVolumeTemplateSpec) bool { return t.Name == o.GetName() }) {
+			out = append(out, request(ref))
+		}
+	}
+	return out
+}
+
+// dataVolumeStateChanged lets through the DataVolume events that can
+// change a report: creations, deletions, and updates of phase, owners or
+// deletion (not every step of an import's progress).
+var dataVolumeStateChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldDV, okOld := e.ObjectOld.(*cdiv1beta1.DataVolume)
+		newDV, okNew := e.ObjectNew.(*cdiv1beta1.DataVolume)
+		if !okOld || !okNew {
+			return true
+		}
+		return oldDV.Status.Phase != newDV.Status.Phase ||
+			oldDV.DeletionTimestamp.IsZero() != newDV.DeletionTimestamp.IsZero() ||
+			!equality.Semantic.DeepEqual(oldDV.OwnerReferences, newDV.OwnerReferences)
+	},
+}
+
 func request(ref fleetv1alpha1.FleetVMReference) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}
 }
 
-// SetupWithManager watches VMs and instances on the spoke (the manager's
-// cache) and VMReports on the hub.
+// SetupWithManager watches VMs, instances and DataVolumes on the spoke
+// (the manager's cache) and VMReports on the hub.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 	byLabels := func(_ context.Context, o client.Object) []reconcile.Request {
 		if ref, ok := FleetVMOf(o.GetLabels()); ok {
@@ -162,6 +241,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) err
 		Named("fleetvm-vmstatus").
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(byLabels))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(vmiToFleetVM))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&cdiv1beta1.DataVolume{}), handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfDataVolume), dataVolumeStateChanged)).
 		WatchesRawSource(source.Kind(hub.GetCache(), client.Object(&fleetv1alpha1.VMReport{}), handler.EnqueueRequestsFromMapFunc(reportToFleetVM))).
 		Complete(write.Requeue(r))
 	if err != nil {

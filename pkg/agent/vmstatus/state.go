@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/agent/inventory"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
@@ -23,6 +26,7 @@ const (
 	maxConditions  = 1024
 	maxMessageSize = 80
 	maxNetworks    = 16
+	maxHold        = 128
 )
 
 // FleetVMOf returns the FleetVirtualMachine a VM is labelled with.
@@ -54,7 +58,9 @@ func MissingNetworks[V any](vm *kubevirtv1.VirtualMachine, networks map[string]V
 
 // State is what the report says of one VM and its instance (nil when it
 // has none); images are its image IDs (inventory.ImagesOf), missing its
-// networks the cluster lacks (MissingNetworks).
+// networks the cluster lacks (MissingNetworks). The hold is the VM's
+// AnnotationHold as read with the rest; its DataVolumes are left to
+// DataVolumesOf, which needs the cluster's DataVolumes.
 func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, images, missing []string) fleetv1alpha1.VMState {
 	st := fleetv1alpha1.VMState{
 		Namespace:          vm.Namespace,
@@ -64,6 +70,12 @@ func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance
 		Conditions:         ConditionSummary(vm.Status.Conditions),
 		Generation:         vm.Generation,
 		ObservedGeneration: vm.Status.ObservedGeneration,
+	}
+	// A hold longer than the API allows is none FleetVM set: reporting it
+	// cut short could not prove anything, and would make the report
+	// invalid.
+	if h := vm.Annotations[fleetv1alpha1.AnnotationHold]; len(h) <= maxHold {
+		st.Hold = h
 	}
 	if rs, err := vm.RunStrategy(); err == nil {
 		st.RunStrategy = string(rs)
@@ -79,6 +91,38 @@ func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance
 		st.IPAddresses = addresses(vmi)
 	}
 	return st
+}
+
+// DataVolumesOf is what CDI says of the DataVolumes of the VM's
+// spec.dataVolumeTemplates: Failed when one has phase Failed; NotReady when
+// one is missing, being deleted, not the VM's own (controlled by another
+// object: KubeVirt adopts only orphans), or not Succeeded yet (Pending,
+// WaitForFirstConsumer, ImportScheduled, ImportInProgress...); Ready when
+// all are Succeeded; "" when the VM has no templates.
+func DataVolumesOf(vm *kubevirtv1.VirtualMachine, lookup inventory.LookupDataVolume) fleetv1alpha1.DataVolumesState {
+	if len(vm.Spec.DataVolumeTemplates) == 0 {
+		return ""
+	}
+	out := fleetv1alpha1.DataVolumesReady
+	for i := range vm.Spec.DataVolumeTemplates {
+		dv, ok := lookup(vm.Namespace, vm.Spec.DataVolumeTemplates[i].Name)
+		switch {
+		case !ok || !dv.DeletionTimestamp.IsZero() || !ownDataVolume(vm, dv):
+			out = fleetv1alpha1.DataVolumesNotReady
+		case dv.Status.Phase == cdiv1beta1.Failed:
+			return fleetv1alpha1.DataVolumesFailed
+		case dv.Status.Phase != cdiv1beta1.Succeeded:
+			out = fleetv1alpha1.DataVolumesNotReady
+		}
+	}
+	return out
+}
+
+// ownDataVolume tells whether the DataVolume is the VM's: controlled by
+// it, or by nothing (KubeVirt adopts an orphan of a template's name).
+func ownDataVolume(vm *kubevirtv1.VirtualMachine, dv *cdiv1beta1.DataVolume) bool {
+	ref := metav1.GetControllerOf(dv)
+	return ref == nil || ref.UID == vm.UID
 }
 
 // addresses lists the instance's IP addresses in interface order, without

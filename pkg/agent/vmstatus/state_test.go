@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/test/agenttest"
@@ -34,6 +35,10 @@ func TestState(t *testing.T) {
 	deleting := vmi.DeepCopy()
 	deleting.DeletionTimestamp = ptrTime(metav1.Now())
 	legacy := agenttest.VM("apps", "old", agenttest.Running(false))
+	held := agenttest.VM("apps", "held", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	held.Annotations = map[string]string{fleetv1alpha1.AnnotationHold: "0b9c6a1e-8a43-4c1f-9d1e-5f7f2b7c4d11.Copying"}
+	tooLong := held.DeepCopy()
+	tooLong.Annotations[fleetv1alpha1.AnnotationHold] = strings.Repeat("h", 129)
 
 	cases := map[string]struct {
 		vm     *kubevirtv1.VirtualMachine
@@ -58,6 +63,14 @@ func TestState(t *testing.T) {
 				Generation: 3, ObservedGeneration: 3,
 			},
 		},
+		"hold annotation reported as seen": {
+			vm:   held,
+			want: fleetv1alpha1.VMState{Namespace: "apps", Name: "held", RunStrategy: "Halted", Hold: "0b9c6a1e-8a43-4c1f-9d1e-5f7f2b7c4d11.Copying"},
+		},
+		"hold longer than the API allows is none": {
+			vm:   tooLong,
+			want: fleetv1alpha1.VMState{Namespace: "apps", Name: "held", RunStrategy: "Halted"},
+		},
 		"legacy running=false, no instance": {
 			vm:   legacy,
 			want: fleetv1alpha1.VMState{Namespace: "apps", Name: "old", RunStrategy: "Halted"},
@@ -67,6 +80,70 @@ func TestState(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, State(tc.vm, tc.vmi, tc.images, nil)); diff != "" {
 				t.Errorf("State (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDataVolumesOf: the state of a VM's template DataVolumes as CDI
+// reports them; only Succeeded counts as imported, a Failed one wins over
+// the rest, and a DataVolume that is not the VM's proves nothing.
+func TestDataVolumesOf(t *testing.T) {
+	vm := agenttest.VM("apps", "web",
+		agenttest.DataVolumeTemplate("root", agenttest.HTTPSource("https://images.example/rhel9.qcow2")),
+		agenttest.DataVolumeTemplate("data", cdiv1beta1.DataVolumeSpec{Source: &cdiv1beta1.DataVolumeSource{Blank: &cdiv1beta1.DataVolumeBlankImage{}}}),
+		agenttest.DataVolume("shared", "golden"))
+	vm.UID = "vm-uid"
+	dv := func(name string, phase cdiv1beta1.DataVolumePhase, opts ...func(*cdiv1beta1.DataVolume)) *cdiv1beta1.DataVolume {
+		d := &cdiv1beta1.DataVolume{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, OwnerReferences: []metav1.OwnerReference{
+				*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind),
+			}},
+			Status: cdiv1beta1.DataVolumeStatus{Phase: phase},
+		}
+		for _, o := range opts {
+			o(d)
+		}
+		return d
+	}
+	orphan := func(d *cdiv1beta1.DataVolume) { d.OwnerReferences = nil }
+	otherVM := func(d *cdiv1beta1.DataVolume) { d.OwnerReferences[0].UID = "an-earlier-vm" }
+	deleting := func(d *cdiv1beta1.DataVolume) { d.DeletionTimestamp = ptrTime(metav1.Now()) }
+
+	cases := map[string]struct {
+		vm   *kubevirtv1.VirtualMachine
+		dvs  []*cdiv1beta1.DataVolume
+		want fleetv1alpha1.DataVolumesState
+	}{
+		"no templates":              {vm: agenttest.VM("apps", "plain"), want: ""},
+		"all succeeded":             {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesReady},
+		"one missing":               {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"no phase yet":              {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded), dv("data", "")}, want: fleetv1alpha1.DataVolumesNotReady},
+		"pending":                   {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Pending), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"waiting for its consumer":  {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.WaitForFirstConsumer), dv("data", cdiv1beta1.WaitForFirstConsumer)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"import scheduled":          {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.ImportScheduled), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"importing":                 {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.ImportInProgress), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"failed wins":               {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.ImportInProgress), dv("data", cdiv1beta1.Failed)}, want: fleetv1alpha1.DataVolumesFailed},
+		"failed first":              {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Failed)}, want: fleetv1alpha1.DataVolumesFailed},
+		"orphan succeeded is its":   {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded, orphan), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesReady},
+		"another VM's is not its":   {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded, otherVM), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		"being deleted is not data": {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded, deleting), dv("data", cdiv1beta1.Succeeded)}, want: fleetv1alpha1.DataVolumesNotReady},
+		// Only templates count: a DataVolume volume that is not one of
+		// them (a shared golden image) is not the VM's to import.
+		"non-template volume ignored": {vm: vm, dvs: []*cdiv1beta1.DataVolume{dv("root", cdiv1beta1.Succeeded), dv("data", cdiv1beta1.Succeeded), dv("golden", cdiv1beta1.Failed, orphan)}, want: fleetv1alpha1.DataVolumesReady},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			byName := map[string]*cdiv1beta1.DataVolume{}
+			for _, d := range tc.dvs {
+				byName[d.Namespace+"/"+d.Name] = d
+			}
+			got := DataVolumesOf(tc.vm, func(ns, name string) (*cdiv1beta1.DataVolume, bool) {
+				d, ok := byName[ns+"/"+name]
+				return d, ok
+			})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("DataVolumesOf (-want,+got):\n%s", diff)
 			}
 		})
 	}
