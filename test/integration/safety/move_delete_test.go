@@ -1,0 +1,97 @@
+package safety
+
+import (
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
+)
+
+// TestMoveDeletedWhilePreparingRollsBack: a Restart move is deleted while
+// it prepares the VM on a target whose KubeVirt is slow to answer (its
+// agent and simulator stopped). The move's finalizer holds it: it rolls
+// back, the target's copy is removed, and only then does the object go.
+// When the target's KubeVirt answers again there is nothing left for it
+// to start: the VM runs on the source only, and never had two servers.
+// (Without the finalizer both copies stayed, each with the fleet's run
+// strategy, and the target started the VM beside the source.)
+func TestMoveDeletedWhilePreparingRollsBack(t *testing.T) {
+	const ns = "move-deleted"
+	srv, fvm, from := runningToMove(t, ns)
+	key := client.ObjectKeyFromObject(fvm)
+	to := otherSpoke(from)
+	vm := vmclaim.Identity(fvm)
+	mark := vms.mark()
+
+	scoredOn(t, to, fvm)
+	fleetVM.StopAgent(to)
+	agentStopped := true
+	t.Cleanup(func() {
+		if agentStopped {
+			if err := fleetVM.StartAgent(to); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	m := newMove(ns, "deleted", "web", from, to)
+	m.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Minute}
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	mkey := client.ObjectKeyFromObject(m)
+	got := waitMove(t, mkey, "preparing on "+to, inPhase(fleetv1alpha1.MovePreparing))
+	if !controllerutil.ContainsFinalizer(got, fleetv1alpha1.MoveFinalizer) {
+		t.Fatalf("a started move without the finalizer %s: %v", fleetv1alpha1.MoveFinalizer, got.Finalizers)
+	}
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) { return vmOn(t, to, vm), nil }); err != nil {
+		t.Fatalf("the VM was never delivered to %s: %v", to, err)
+	}
+
+	// Every watch of the move sees its last status before it goes.
+	var last fleetv1alpha1.FleetVirtualMachineMoveStatus
+	if err := fleet.Hub.Client.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		cur := &fleetv1alpha1.FleetVirtualMachineMove{}
+		if err := fleet.Hub.Client.Get(t.Context(), mkey, cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		}
+		last = cur.Status
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the deleted move never went (last %s: %s): %v", last.Phase, last.Message, err)
+	}
+	// The rollback removes the target's copy, whose KubeVirt is still
+	// not answering.
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) { return !vmOn(t, to, vm), nil }); err != nil {
+		t.Fatalf("the deleted move's copy on %s was never removed (last %s: %s): %v", to, last.Phase, last.Message, err)
+	}
+
+	// The target answers again: nothing starts there.
+	if err := fleetVM.StartAgent(to); err != nil {
+		t.Fatal(err)
+	}
+	agentStopped = false
+	settle(t, key)
+	waitFVM(t, key, "running on "+from+" only", runningOn(from))
+	if vmOn(t, to, vm) {
+		t.Errorf("the VM is on %s again", to)
+	}
+	if srv.wentAway(vm.Name, from) {
+		t.Errorf("the VM stopped on %s, though the move never got past preparing", from)
+	}
+	expectDeletions(t, mark, ns, deletion{Cluster: to, VM: vm})
+	srv.check(t)
+}
