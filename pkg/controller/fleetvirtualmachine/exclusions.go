@@ -11,17 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
-	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/explain"
@@ -134,25 +131,7 @@ func waitingForClusters(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
 // current. FleetVirtualMachines placed as asked are not woken.
 func (r *Reconciler) fleetVMsWaitingForClusters(ctx context.Context, obj client.Object) []reconcile.Request {
 	return append(r.fleetVMsMatching(ctx, "waiting for clusters", obj, client.MatchingFields{IndexWaiting: "true"}),
-		r.fleetVMsWithPendingMoves(ctx)...)
-}
-
-// fleetVMsWithPendingMoves are the FleetVirtualMachines with a move that
-// has not started: its target may qualify now (an agent scored the VM's
-// shape). Moves are few, and only those not started are woken.
-func (r *Reconciler) fleetVMsWithPendingMoves(ctx context.Context) []reconcile.Request {
-	list := &fleetv1alpha1.FleetVirtualMachineMoveList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		log.FromContext(ctx).Error(err, "list FleetVirtualMachineMoves for a changed score")
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if m := &list.Items[i]; move.Active(m) && !move.Started(m) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}})
-		}
-	}
-	return out
+		r.fleetVMsWithMovesNotStarted(ctx)...)
 }
 
 // scoresChanged passes a capacity score whose values changed, or whose

@@ -257,7 +257,7 @@ func (r *Reconciler) moveTargets(ctx context.Context, s *scope, copies map[strin
 // (spec.to, or any when that is empty) is not among them:
 //   - an agent that has not scored the VM's shape yet: its cluster may
 //     qualify in a moment (a changed score wakes the move:
-//     fleetVMsWithPendingMoves);
+//     fleetVMsWithMovesNotStarted);
 //   - the OCM scheduler, for clusters that qualify now but are not in the
 //     candidate decision. That decision may predate their fit (an agent
 //     scored the shape, or room freed up, after the scheduler decided), and
