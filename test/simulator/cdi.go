@@ -80,7 +80,15 @@ func (r dataVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !dv.DeletionTimestamp.IsZero() || ownedByVM(dv) {
 		return ctrl.Result{}, nil
 	}
-	wait, err := r.stepDataVolume(ctx, dv)
+	// Only what may wait for its first consumer needs to know of one.
+	consumed := false
+	if dv.Status.Phase == cdiv1beta1.WaitForFirstConsumer {
+		var err error
+		if consumed, err = r.consumed(ctx, dv); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	wait, err := r.stepDataVolume(ctx, dv, consumed)
 	if apierrors.IsConflict(err) || errors.Is(err, errStale) {
 		return ctrl.Result{Requeue: true}, nil
 	}
@@ -97,12 +105,24 @@ func ownedByVM(dv *cdiv1beta1.DataVolume) bool {
 // CDI's populated claim looks once an import is done. Size, access modes,
 // storage class and volume mode come from spec.pvc or spec.storage;
 // ReadWriteOnce and 1Gi where the DataVolume leaves them to CDI's storage
-// profiles and size detection. data is the new claim's DataAnnotation.
+// profiles and size detection. data is the claim's DataAnnotation: set on
+// a new claim, and on the DataVolume's own claim that waited for its
+// first consumer (created Pending, bound when the import began).
 func (s *Simulator) ensureClaim(ctx context.Context, dv *cdiv1beta1.DataVolume, data string) error {
 	key := client.ObjectKeyFromObject(dv)
 	existing := &corev1.PersistentVolumeClaim{}
 	if err := s.client.Get(ctx, key, existing); err == nil {
-		if existing.Status.Phase == corev1.ClaimBound || !metav1.IsControlledBy(existing, dv) {
+		if !metav1.IsControlledBy(existing, dv) {
+			return nil
+		}
+		if data != "" && existing.Annotations[DataAnnotation] != data {
+			patch := client.MergeFrom(existing.DeepCopy())
+			metav1.SetMetaDataAnnotation(&existing.ObjectMeta, DataAnnotation, data)
+			if err := s.client.Patch(ctx, existing, patch); err != nil {
+				return fmt.Errorf("write the data of PersistentVolumeClaim %s: %w", key, err)
+			}
+		}
+		if existing.Status.Phase == corev1.ClaimBound {
 			return nil
 		}
 		return s.bindClaim(ctx, existing)

@@ -71,10 +71,6 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 
-	dvs, dvWait, err := s.dataVolumes(ctx, vm)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := s.client.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -84,6 +80,10 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	}
 	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
 		vmi = nil
+	}
+	dvs, dvWait, err := s.dataVolumes(ctx, vm, startExpected(vm, vmi != nil))
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 
 	if vmi != nil {
@@ -130,7 +130,7 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 		st.Created, st.Ready = false, false
 		setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
 		if !dvs.ready || st.PrintableStatus == "" {
-			if want := provisioning(dvs); st.PrintableStatus != want {
+			if want := notReady(dvs); st.PrintableStatus != want {
 				st.PrintableStatus = want
 				s.stepped(vm.UID)
 			}
@@ -261,7 +261,7 @@ func (s *Simulator) receive(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 	switch {
 	case vmi == nil && !dvs.ready:
 		st.Created = false
-		want = provisioning(dvs)
+		want = notReady(dvs)
 	case vmi == nil:
 		if ok, wait := s.due(vm.UID); !ok {
 			return wait, nil
@@ -341,19 +341,28 @@ func describe(requests corev1.ResourceList) string {
 	return strings.Join(parts, ", ")
 }
 
-// provisioning is the printableStatus of a VM without an instance whose
-// disks are not ready: DataVolumeError when one failed, else
-// Provisioning. KubeVirt ranks both above Starting and Stopped.
-func provisioning(dvs disks) kubevirtv1.VirtualMachinePrintableStatus {
-	if dvs.failed {
+// notReady is the printableStatus of a VM to start without an instance
+// whose disks are not ready: DataVolumeError when one failed, else
+// WaitingForVolumeBinding while all of them wait for their first
+// consumer (their claims Pending until the provisioning pod binds them),
+// else Provisioning. KubeVirt ranks DataVolumeError above Provisioning,
+// above WaitingForVolumeBinding, above Starting and Stopped.
+func notReady(dvs disks) kubevirtv1.VirtualMachinePrintableStatus {
+	switch {
+	case dvs.failed:
 		return kubevirtv1.VirtualMachineStatusDataVolumeError
+	case dvs.unbound:
+		return kubevirtv1.VirtualMachineStatusWaitingForVolumeBinding
 	}
 	return kubevirtv1.VirtualMachineStatusProvisioning
 }
 
 // stop moves a VM that should not run towards Stopped: Provisioning (or
 // DataVolumeError) instead while its disks are not ready, as KubeVirt
-// shows a stopped VM whose DataVolumes import.
+// shows a stopped VM whose DataVolumes import. DataVolumes that wait for
+// their first consumer import nothing until the VM starts: KubeVirt shows
+// the VM Stopped (their claims are not Bound, so nothing provisions, and
+// a VM not asked to start does not wait for volume binding).
 func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, dvs disks, st *kubevirtv1.VirtualMachineStatus) (time.Duration, error) {
 	now := metav1.NewTime(s.clock.Now())
 	st.Ready = false
@@ -377,8 +386,8 @@ func (s *Simulator) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi
 		}
 	}
 	want := kubevirtv1.VirtualMachineStatusStopped
-	if !dvs.ready {
-		want = provisioning(dvs)
+	if !dvs.ready && !dvs.unbound {
+		want = notReady(dvs)
 	}
 	if st.PrintableStatus != want {
 		st.PrintableStatus = want

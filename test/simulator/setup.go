@@ -48,6 +48,10 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cdiv1beta1.DataVolume{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Watches(&cdiv1beta1.DataSource{}, handler.EnqueueRequestsFromMapFunc(s.dataVolumesFrom)).
+		// A VM asked to start, or a pod, may be the first consumer a
+		// DataVolume waits for.
+		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(s.dataVolumesConsumedBy)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(s.dataVolumesConsumedBy)).
 		Complete(dataVolumeReconciler{s})
 	if err != nil {
 		return fmt.Errorf("set up CDI DataVolume simulator: %w", err)

@@ -22,6 +22,12 @@
 // ending in FailingHostSuffix fails, and every DataSource's Ready condition
 // follows the DataVolume or claim its spec.source.pvc names.
 //
+// Storage binds as its StorageClass says (binding.go): on
+// WaitForFirstConsumer storage a DataVolume waits, claim Pending and
+// nothing imported, until its VM is asked to start or a pod mounts the
+// claim, unless it carries CDI's immediate-binding annotation; a halted
+// VM over such DataVolumes is Stopped, as KubeVirt shows it.
+//
 // For moving VMs between clusters it plays KubeVirt's VirtualMachineExport
 // (export.go: Pending while the source is in use, then Ready with links
 // and a token Secret), CDI imports from an export's volume URL (failed

@@ -65,14 +65,20 @@ func (s *Simulator) writeVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMac
 type disks struct {
 	// ready: all are Succeeded; failed: one has Failed.
 	ready, failed bool
+	// unbound: all that are not Succeeded wait for their first consumer
+	// (nothing imported, claims Pending): KubeVirt counts them as ready to
+	// start, and shows a halted VM over them as Stopped.
+	unbound bool
 }
 
 // dataVolumes creates the VM's DataVolumes from its templates (whether
-// the VM runs or not, as KubeVirt does) and moves each one import step.
-// It tells whether all are Succeeded or one Failed, and how long to wait
-// for the next step.
-func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachine) (disks, time.Duration, error) {
-	ready, failed := true, false
+// the VM runs or not, as KubeVirt does) and moves each one import step;
+// consumed tells whether KubeVirt has a pod using their claims (the VM is
+// asked to start). It tells whether all are Succeeded, one Failed, or all
+// others wait for their first consumer, and how long to wait for the next
+// step.
+func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachine, consumed bool) (disks, time.Duration, error) {
+	ready, failed, unbound := true, false, true
 	var wait time.Duration
 	for i := range vm.Spec.DataVolumeTemplates {
 		t := &vm.Spec.DataVolumeTemplates[i]
@@ -94,6 +100,9 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 				return disks{}, 0, fmt.Errorf("create DataVolume %s: %w", key, err)
 			}
 			ready = false
+			if unbound, err = s.unbound(ctx, dv, unbound); err != nil {
+				return disks{}, 0, err
+			}
 			continue
 		}
 		if dv.Status.Phase == cdiv1beta1.Succeeded {
@@ -101,13 +110,32 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 		}
 		ready = false
 		failed = failed || dv.Status.Phase == cdiv1beta1.Failed
-		w, err := s.stepDataVolume(ctx, dv)
+		var err error
+		if unbound, err = s.unbound(ctx, dv, unbound); err != nil {
+			return disks{}, 0, err
+		}
+		w, err := s.stepDataVolume(ctx, dv, consumed)
 		if err != nil {
 			return disks{}, 0, err
 		}
 		wait = minPositive(wait, w)
 	}
-	return disks{ready: ready, failed: failed}, wait, nil
+	return disks{ready: ready, failed: failed, unbound: unbound && !ready}, wait, nil
+}
+
+// unbound tells whether all DataVolumes so far (so) and this one, not
+// Succeeded, have nothing bound: it waits for its first consumer, or is
+// about to (new, on WaitForFirstConsumer storage).
+func (s *Simulator) unbound(ctx context.Context, dv *cdiv1beta1.DataVolume, so bool) (bool, error) {
+	switch {
+	case !so:
+		return false, nil
+	case dv.Status.Phase == cdiv1beta1.WaitForFirstConsumer:
+		return true, nil
+	case dv.Status.Phase != "":
+		return false, nil
+	}
+	return s.waitsForFirstConsumer(ctx, dv)
 }
 
 // stepDataVolume moves an import one step: Pending while its DataSource
@@ -119,7 +147,12 @@ func (s *Simulator) dataVolumes(ctx context.Context, vm *kubevirtv1.VirtualMachi
 // volume URL while no Ready export serves it (checked at every step: an
 // export that goes away fails the import under way). Failed and Succeeded
 // are final.
-func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolume) (time.Duration, error) {
+//
+// On WaitForFirstConsumer storage (binding.go) the DataVolume goes to
+// WaitForFirstConsumer instead of ImportScheduled, with a Pending claim
+// and nothing imported, and stays there until consumed says its claim
+// has a consumer; the claim is then bound and the import runs as above.
+func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolume, consumed bool) (time.Duration, error) {
 	if dv.Status.Phase == cdiv1beta1.Failed {
 		return 0, nil
 	}
@@ -134,10 +167,21 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 	if err != nil {
 		return 0, err
 	}
+	// A claim that waits for its first consumer is created Pending: the
+	// first step goes to WaitForFirstConsumer whatever the consumers, as
+	// KubeVirt starts a VM's provisioning pod only on seeing that phase.
+	waiting := false
+	if sourceReady && isWaitingPhase(st.Phase) {
+		wffc, err := s.waitsForFirstConsumer(ctx, dv)
+		if err != nil {
+			return 0, err
+		}
+		waiting = wffc && (st.Phase != cdiv1beta1.WaitForFirstConsumer || !consumed)
+	}
 	// Once scheduled, an import fails when its source cannot be read: a
 	// host under FailingHostSuffix, an export that is not Ready.
 	failure := ""
-	if sourceReady && st.Phase != "" && st.Phase != cdiv1beta1.Pending {
+	if sourceReady && !isWaitingPhase(st.Phase) {
 		if failure, err = s.importFailure(ctx, dv); err != nil {
 			return 0, err
 		}
@@ -146,6 +190,20 @@ func (s *Simulator) stepDataVolume(ctx context.Context, dv *cdiv1beta1.DataVolum
 	switch {
 	case !sourceReady:
 		st.Phase, st.Progress = cdiv1beta1.Pending, "N/A"
+	case waiting:
+		if err := s.ensurePendingClaim(ctx, dv); err != nil {
+			return 0, err
+		}
+		st.Phase, st.Progress = cdiv1beta1.WaitForFirstConsumer, "N/A"
+		setDVCondition(st, cdiv1beta1.DataVolumeBound, corev1.ConditionFalse, reasonClaimPending, fmt.Sprintf("PVC %s Pending", dv.Name), now)
+		setDVCondition(st, cdiv1beta1.DataVolumeReady, corev1.ConditionFalse, "", "", now)
+	case st.Phase == cdiv1beta1.WaitForFirstConsumer:
+		// The consumer is scheduled: the claim binds on its node.
+		if err := s.bindWaitingClaim(ctx, dv); err != nil {
+			return 0, err
+		}
+		st.Phase, st.Progress = cdiv1beta1.ImportScheduled, "N/A"
+		setDVCondition(st, cdiv1beta1.DataVolumeBound, corev1.ConditionTrue, "Bound", fmt.Sprintf("PVC %s Bound", dv.Name), now)
 	case st.Phase == "" || st.Phase == cdiv1beta1.Pending:
 		st.Phase, st.Progress = cdiv1beta1.ImportScheduled, "N/A"
 	case failure != "":
