@@ -64,7 +64,8 @@ type MovePhase string
 const (
 	// MovePending: not started: waiting for another move of the same VM,
 	// or for the FleetVirtualMachine to be read. Pending counts against
-	// the timeout too: a move that cannot start within it fails.
+	// the timeout too, from status.pendingTime: a move that cannot start
+	// within it fails.
 	MovePending MovePhase = "Pending"
 	// MovePreparing: the VM is created stopped on the target (its disks
 	// provisioned there), or (Live) as the receiver of the migration; the
@@ -182,6 +183,11 @@ type FleetVirtualMachineMoveStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// pendingTime is when the hub first found the move waiting to start
+	// (Pending): from then, the wait counts against spec.timeout.
+	// +optional
+	PendingTime *metav1.Time `json:"pendingTime,omitempty"`
 
 	// startTime is when the move left Pending.
 	// +optional

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -63,7 +64,7 @@ func TestMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "web", From: "prod-a", Method: fleetv1alpha1.MoveMethodAuto,
-		Timeout: &metav1.Duration{Duration: 15 * time.Minute}}
+		Timeout: &metav1.Duration{Duration: 15 * time.Minute}, TTLSecondsAfterFinished: ptr.To[int32](fleetv1alpha1.DefaultMoveTTLSecondsAfterFinished)}
 	if diff := cmp.Diff(want, mv.Spec); diff != "" {
 		t.Errorf("move spec (-want,+got):\n%s", diff)
 	}

@@ -1,17 +1,20 @@
 package safety
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 // TestMoveDeletedWhilePreparingRollsBack: a Restart move is deleted while
@@ -93,5 +96,92 @@ func TestMoveDeletedWhilePreparingRollsBack(t *testing.T) {
 		t.Errorf("the VM stopped on %s, though the move never got past preparing", from)
 	}
 	expectDeletions(t, mark, ns, deletion{Cluster: to, VM: vm})
+	srv.check(t)
+}
+
+// TestOrphanedMidMoveCreatedAgain: a FleetVirtualMachine with
+// deletionPolicy Orphan is deleted while a Cold move copies its disks (the
+// target's KubeVirt slow to answer), and created again. The move ends
+// with its FleetVirtualMachine; the clusters keep what the move left: the
+// source stopped, the target delivered stopped, importing. The new
+// FleetVirtualMachine adopts both, but never starts the target that the
+// lost move held stopped: the VM runs on the source (the one copy whose
+// disks are whole), and never on two servers. (Adopted with the fleet's
+// run strategy, the target started beside the source.)
+func TestOrphanedMidMoveCreatedAgain(t *testing.T) {
+	const ns = "move-orphaned"
+	srv := watchServers(t, ns)
+	build := func(p fleetv1alpha1.DeletionPolicy) *fleetv1alpha1.FleetVirtualMachine {
+		return utiltesting.MakeFleetVM(ns, "db").Clusters(1).Template(ownData("db")).DeletionPolicy(p).Obj()
+	}
+	fvm := build(fleetv1alpha1.DeletionPolicyOrphan)
+	createLimited(t, fvm, 2)
+	key := client.ObjectKeyFromObject(fvm)
+	vm := vmclaim.Identity(fvm)
+	from := names(waitFVM(t, key, "running on one cluster", running(1)))[0]
+	scoresCurrent(t)
+	to := otherSpoke(from)
+
+	scoredOn(t, to, fvm)
+	fleetVM.StopAgent(to)
+	agentStopped := true
+	t.Cleanup(func() {
+		if agentStopped {
+			if err := fleetVM.StartAgent(to); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	m := newMove(ns, "cold", "db", from, to)
+	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	mkey := client.ObjectKeyFromObject(m)
+	waitMove(t, mkey, "copying to "+to, func(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
+		return m.Status.Phase == fleetv1alpha1.MoveCopying && strings.HasPrefix(m.Status.Message, "importing")
+	})
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) { return vmOn(t, to, vm), nil }); err != nil {
+		t.Fatalf("the VM was never delivered to %s: %v", to, err)
+	}
+
+	if err := fleet.Hub.Client.Delete(t.Context(), fvm); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+		err := fleet.Hub.Client.Get(t.Context(), key, &fleetv1alpha1.FleetVirtualMachine{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		t.Fatalf("%s not gone: %v", key, err)
+	}
+	if got := waitMove(t, mkey, "ended", ended); got.Status.Phase != fleetv1alpha1.MoveFailed {
+		t.Fatalf("the move of a deleted FleetVirtualMachine ended %s: %s", got.Status.Phase, got.Status.Message)
+	}
+	if !vmOn(t, from, vm) || !vmOn(t, to, vm) {
+		t.Fatalf("deleted with Orphan mid-move: VM on %s %v, on %s %v; want both kept", from, vmOn(t, from, vm), to, vmOn(t, to, vm))
+	}
+
+	// Created again, then the target's KubeVirt answers.
+	create(t, build(fleetv1alpha1.DeletionPolicyDelete))
+	waitFVM(t, key, "running on "+from, runningOn(from))
+	if err := fleetVM.StartAgent(to); err != nil {
+		t.Fatal(err)
+	}
+	agentStopped = false
+	got := waitFVM(t, key, "adopting the copy on "+to+" held", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		for _, c := range f.Status.Clusters {
+			if c.Cluster == to && strings.Contains(c.Message, "a move that no longer exists held it") {
+				return true
+			}
+		}
+		return false
+	})
+	settle(t, key)
+	spokeVM := &kubevirtv1.VirtualMachine{}
+	if err := fleet.Spoke(to).Client.Get(t.Context(), vm, spokeVM); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := spokeVM.RunStrategy(); rs != kubevirtv1.RunStrategyHalted {
+		t.Errorf("the adopted copy on %s has runStrategy %s, want Halted (status: %+v)", to, rs, got.Status.Clusters)
+	}
 	srv.check(t)
 }

@@ -159,6 +159,8 @@ func TestReports(t *testing.T) {
 		Namespace: "team", Name: "web-1", PrintableStatus: "Running", Ready: true, RunStrategy: "Always",
 		Conditions: "Ready=True", Node: "node-a", IPAddresses: []string{"10.128.3.4"},
 		Generation: vm.Generation, DiskImages: []string{"datasource:os-images/rhel9"},
+		// No CDI here: the template's DataVolume never appears.
+		DataVolumes: fleetv1alpha1.DataVolumesNotReady,
 	}
 	if diff := cmp.Diff(want, r.Spec.VMs[0]); diff != "" {
 		t.Errorf("running VM state (-want,+got):\n%s", diff)

@@ -249,9 +249,20 @@ func step(in Input) Output {
 		return Output{Status: st}
 
 	case "", fleetv1alpha1.MovePending:
-		// Pending counts against the timeout too, from the move's
-		// creation: a move that cannot start does not wait for ever.
-		pendingLeft := m.CreationTimestamp.Add(timeout).Sub(in.Now)
+		// Pending counts against the timeout too, from when the hub first
+		// found the move waiting (on its own clock): a move that cannot
+		// start does not wait for ever.
+		pendingLeft := timeout
+		if st.PendingTime != nil {
+			pendingLeft = st.PendingTime.Add(timeout).Sub(in.Now)
+		}
+		wait := func(msg string) Output {
+			st.Phase, st.Message = fleetv1alpha1.MovePending, msg
+			if st.PendingTime == nil {
+				st.PendingTime = &now
+			}
+			return Output{Status: st, LookAgain: pendingLeft}
+		}
 		switch {
 		case in.Deleted:
 			return fail(deletedMsg + " before it started")
@@ -260,13 +271,11 @@ func step(in Input) Output {
 		case in.Busy != "" && pendingLeft <= 0:
 			return fail(fmt.Sprintf("move %s of the same FleetVirtualMachine did not end within %s", in.Busy, timeout))
 		case in.Busy != "":
-			st.Phase, st.Message = fleetv1alpha1.MovePending, fmt.Sprintf("waiting for move %s of the same FleetVirtualMachine to end", in.Busy)
-			return Output{Status: st, LookAgain: pendingLeft}
+			return wait(fmt.Sprintf("waiting for move %s of the same FleetVirtualMachine to end", in.Busy))
 		case in.WaitFor != "" && pendingLeft <= 0:
 			return fail(fmt.Sprintf("the move could not start within %s: it waited for %s", timeout, in.WaitFor))
 		case in.WaitFor != "":
-			st.Phase, st.Message = fleetv1alpha1.MovePending, "waiting for "+in.WaitFor
-			return Output{Status: st, LookAgain: pendingLeft}
+			return wait("waiting for " + in.WaitFor)
 		}
 		if c := in.Copies[from]; !c.Present || c.Removing {
 			return fail(fmt.Sprintf("the VM has no copy on cluster %s to move", from))
@@ -496,13 +505,10 @@ func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 		case mig.succeeded():
 		case mig.Failed != "":
 			return rollBack("the live migration failed: " + mig.Failed)
-		case left <= 0 || in.Deleted:
-			why := fmt.Sprintf("the live migration did not end within %s", timeout)
-			if in.Deleted {
-				why = "the move was deleted"
-			}
-			st.Message = why + "; waiting for KubeVirt to end it: Succeeded goes on, Failed rolls back"
-			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, Send: true}
+		case left <= 0:
+			return rollBack(fmt.Sprintf("the live migration did not end within %s", timeout))
+		case in.Deleted:
+			return rollBack("the move was deleted")
 		default:
 			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, Send: true, LookAgain: left}
 		}
@@ -580,6 +586,11 @@ func noReturn(st fleetv1alpha1.FleetVirtualMachineMoveStatus, rs fleetv1alpha1.R
 // cluster), then starts again.
 func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) Output {
 	from, to := in.Move.Spec.From, st.To
+	if st.Method == fleetv1alpha1.MoveMethodLive {
+		if out, wait := liveAborting(in, st, now); wait {
+			return out
+		}
+	}
 	c := in.Copies[to]
 	mayRun := released(st) && c.Present && !c.stopped(HoldOf(in.Move, st.Phase))
 	if mayRun {
@@ -591,6 +602,41 @@ func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now m
 	st.Phase, st.CompletionTime = fleetv1alpha1.MoveFailed, &now
 	st.Message = fmt.Sprintf("%s; the VM stays on %s", trimRollingBack(st.Message), from)
 	return Output{Status: st}
+}
+
+// liveAborting is a Live rollback's first part: the migrations' works
+// go (deleting a migration aborts it), and until they are gone and a
+// cluster proves where the VM runs, nothing is released or removed: the
+// source stays held Manual, the target as the receiver. Proof, observed
+// under the rollback's own hold from an available cluster: the VM still
+// runs on the source, or it does not run on the target. A migration
+// found Succeeded meanwhile goes on instead: the VM runs on the target.
+// wait is false once the rollback may go on as any other.
+func liveAborting(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) (Output, bool) {
+	from, to := in.Move.Spec.From, st.To
+	if in.Migration.succeeded() {
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = fmt.Sprintf("the VM migrated to %s after all; waiting for it to report ready there", to)
+		in.Move = withStatus(in.Move, st)
+		return step(in), true
+	}
+	hold := HoldOf(in.Move, st.Phase)
+	src, tgt := in.Copies[from], in.Copies[to]
+	gone := in.Migration == (Migration{})
+	srcRuns := src.proves(hold) && src.Ready
+	tgtIdle := !tgt.Present || tgt.proves(hold) && !tgt.Ready &&
+		(tgt.PrintableStatus == printableWaitingForReceiver || tgt.PrintableStatus == printableStopped)
+	if gone && (srcRuns || tgtIdle) {
+		return Output{}, false
+	}
+	msg := trimRollingBack(st.Message)
+	if i := strings.Index(msg, "; waiting for"); i >= 0 {
+		msg = msg[:i]
+	}
+	st.Message = fmt.Sprintf("rolling back: %s; waiting for the migrations to go and for %s to report the VM running (or %s not running) "+
+		"before anything is released or removed", msg, from, to)
+	holds := map[string]fleetv1alpha1.RunStrategy{from: fleetv1alpha1.RunStrategyManual, to: RunStrategyWaitAsReceiver}
+	return Output{Status: st, Target: to, Holds: holds, Blank: true}, true
 }
 
 func trimRollingBack(msg string) string {

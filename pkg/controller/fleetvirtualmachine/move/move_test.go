@@ -290,6 +290,15 @@ func TestMoveLiveRollsBackOrRefuses(t *testing.T) {
 		w.expect(fleetv1alpha1.MoveMigrating)
 		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "Failed", SenderPhase: "Failed", Failed: "Live migration failed"}
 		w.step()
+		// The migrations go first; nothing is released or removed yet.
+		w.expect(fleetv1alpha1.MoveRollingBack)
+		if w.out.Receive || w.out.Send || w.out.RemoveTo || w.out.Holds["a"] != fleetv1alpha1.RunStrategyManual {
+			t.Fatalf("aborting: %+v, want the migrations gone, a held Manual", w.out)
+		}
+		// They are gone, and a proves the VM still runs there.
+		w.mig = Migration{}
+		w.copies["a"] = running()
+		w.step()
 		// The source never stopped: it serves on, unheld; b goes.
 		w.expect(fleetv1alpha1.MoveRollingBack, "b")
 		if w.out.Target != "b" || w.out.Holds != nil || w.out.Receive || w.out.Send {

@@ -33,28 +33,53 @@ func TestMoveLiveSuccessSeenAfterTheDeadline(t *testing.T) {
 	}
 }
 
-// The deadline passes while the migration runs, outcome unknown: nothing
-// is released or removed; the move waits for KubeVirt's outcome.
-func TestMoveLiveDeadlineWaitsForKubeVirt(t *testing.T) {
-	w := &world{t: t, move: newMove("b"), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold,
-		live: map[string]bool{"a": true, "b": true}}
-	w.step()
-	w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
-	w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
-	w.step()
-	w.mig.SenderPhase, w.mig.ReceiverPhase = "Running", "Running"
-	w.now = t0.Add(DefaultTimeout + time.Minute)
-	w.step()
-	w.expect(fleetv1alpha1.MoveMigrating)
-	if !w.out.Send || !w.out.Receive || w.out.RemoveTo || w.out.Holds["a"] != fleetv1alpha1.RunStrategyManual {
-		t.Fatalf("past the deadline mid-migration: %+v, want both migrations kept, a held Manual", w.out)
+// The deadline passes while the migration runs, outcome unknown: the
+// rollback aborts the migrations and releases or removes nothing until a
+// cluster proves where the VM runs; a migration found Succeeded meanwhile
+// goes on.
+func TestMoveLiveRollbackWaitsForProof(t *testing.T) {
+	start := func(t *testing.T) *world {
+		w := &world{t: t, move: newMove("b"), copies: map[string]Copy{"a": running()}, now: t0, method: fleetv1alpha1.MoveMethodCold,
+			live: map[string]bool{"a": true, "b": true}}
+		w.step()
+		w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
+		w.step()
+		w.mig.SenderPhase, w.mig.ReceiverPhase = "Running", "Running"
+		w.now = t0.Add(DefaultTimeout + time.Minute)
+		w.step()
+		w.expect(fleetv1alpha1.MoveRollingBack)
+		if w.out.Send || w.out.Receive || w.out.RemoveTo || w.out.Holds["a"] != fleetv1alpha1.RunStrategyManual ||
+			w.out.Holds["b"] != RunStrategyWaitAsReceiver {
+			t.Fatalf("past the deadline mid-migration: %+v, want the migrations gone, both holds kept", w.out)
+		}
+		return w
 	}
-	if !strings.Contains(w.out.Status.Message, "waiting for KubeVirt to end it") {
-		t.Fatalf("message %q", w.out.Status.Message)
-	}
-	w.mig.SenderPhase, w.mig.ReceiverPhase, w.mig.Failed = "Failed", "Failed", "the source's migration failed"
-	w.step()
-	w.expect(fleetv1alpha1.MoveRollingBack, "b")
+	t.Run("the source proves it runs", func(t *testing.T) {
+		w := start(t)
+		// Gone, but a's report predates the rollback's hold: no proof.
+		w.mig = Migration{}
+		w.step()
+		w.expect(fleetv1alpha1.MoveRollingBack)
+		if w.out.RemoveTo {
+			t.Fatal("b removed on a report that proves nothing")
+		}
+		w.copies["a"] = running()
+		w.step()
+		w.expect(fleetv1alpha1.MoveRollingBack, "b")
+		if !w.out.RemoveTo {
+			t.Fatal("b kept once a proved the VM runs there")
+		}
+	})
+	t.Run("the migration succeeded after all", func(t *testing.T) {
+		w := start(t)
+		w.mig.SenderPhase, w.mig.ReceiverPhase = "Succeeded", "Succeeded"
+		w.step()
+		w.expect(fleetv1alpha1.MoveVerifying, "a")
+		if w.out.RemoveTo {
+			t.Fatal("the target, which runs the VM, is removed")
+		}
+	})
 }
 
 // Scenario 2: the target reports ready on the step that also finds the
@@ -198,8 +223,14 @@ func TestMoveRollbackNeedsFreshProof(t *testing.T) {
 // A move that cannot start fails at its timeout instead of waiting for
 // ever.
 func TestMovePendingHasADeadline(t *testing.T) {
-	in := Input{Now: t0.Add(time.Minute), Move: newMove("b"), Method: fleetv1alpha1.MoveMethodRestart, WaitFor: "the OCM scheduler",
+	in := Input{Now: t0, Move: newMove("b"), Method: fleetv1alpha1.MoveMethodRestart, WaitFor: "the OCM scheduler",
 		Copies: map[string]Copy{"a": running()}}
+	out := Step(in)
+	if out.Status.Phase != fleetv1alpha1.MovePending || out.Status.PendingTime == nil || !out.Status.PendingTime.Time.Equal(t0) {
+		t.Fatalf("%+v", out.Status)
+	}
+	in.Move.Status = out.Status
+	in.Now = t0.Add(time.Minute)
 	if out := Step(in); out.Status.Phase != fleetv1alpha1.MovePending || out.LookAgain != DefaultTimeout-time.Minute {
 		t.Fatalf("%+v", out)
 	}
