@@ -161,7 +161,7 @@ func TestOrphanedMidMoveCreatedAgain(t *testing.T) {
 	}
 
 	// Created again, then the target's KubeVirt answers.
-	create(t, build(fleetv1alpha1.DeletionPolicyDelete))
+	createLimited(t, build(fleetv1alpha1.DeletionPolicyDelete), 2)
 	waitFVM(t, key, "running on "+from, runningOn(from))
 	if err := fleetVM.StartAgent(to); err != nil {
 		t.Fatal(err)
