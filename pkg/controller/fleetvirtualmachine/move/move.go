@@ -53,7 +53,7 @@ type Copy struct {
 	Available bool
 }
 
-// stopped tells whether the cluster proves the VM stopped by the hold
+// stopped tells whether the cluster proves the VM stopped by the given
 // hold: its available cluster reports it Halted, no instance left,
 // observed under that hold. A report observed before the hold reached
 // the cluster (an agent that stopped, feedback that lags) proves nothing.
@@ -62,21 +62,21 @@ func (c Copy) stopped(hold string) bool {
 		c.PrintableStatus == printableStopped
 }
 
-// proves tells whether the report is proof of the present under the hold
-// hold: it comes from an available cluster and was observed under it.
+// proves tells whether the report is proof of the present under the
+// given hold: it comes from an available cluster and was observed under it.
 func (c Copy) proves(hold string) bool {
 	return c.Reported && c.Available && c.Hold == hold
 }
 
 // imported tells whether the cluster proves the VM's disks imported
-// under the hold hold: CDI reports every DataVolume Succeeded. A VM whose
+// under the given hold: CDI reports every DataVolume Succeeded. A VM whose
 // DataVolumes wait for their first consumer reads Stopped before
 // anything is imported: its printableStatus proves nothing.
 func (c Copy) imported(hold string) bool {
 	return c.proves(hold) && c.DataVolumes == fleetv1alpha1.DataVolumesReady
 }
 
-// HoldOf is the hold a move in phase phase delivers its held VMs under
+// HoldOf is the hold a move delivers its held VMs under, in the phase
 // (AnnotationHold): each phase's own, so that a report observed in an
 // earlier phase, or before a rollback held the VM again, proves nothing.
 func HoldOf(m *fleetv1alpha1.FleetVirtualMachineMove, phase fleetv1alpha1.MovePhase) string {
