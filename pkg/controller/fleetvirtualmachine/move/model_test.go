@@ -105,6 +105,10 @@ type model struct {
 	violation      string
 	// lastPhase is the last phase the move left.
 	lastPhase string
+	// jumpiness is how often, in percent, a clock event jumps;
+	// mayDelete: the user may delete the move in this schedule.
+	jumpiness int
+	mayDelete bool
 }
 
 func newModel(seed uint64) *model {
@@ -116,10 +120,17 @@ func newModel(seed uint64) *model {
 		w.fleet = fleetv1alpha1.RunStrategyHalted
 	}
 	w.immediateBind = rng.IntN(2) == 0
+	w.jumpiness = []int{0, 10, 50, 100}[rng.IntN(4)]
+	w.mayDelete = rng.IntN(3) == 0
 	w.move = &fleetv1alpha1.FleetVirtualMachineMove{
 		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "vms", UID: types.UID(fmt.Sprintf("uid-%d", seed)), CreationTimestamp: metav1.NewTime(t0)},
 		Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "web", From: "a", To: "b", Method: w.method,
 			Timeout: &metav1.Duration{Duration: modelTimeout}},
+	}
+	if w.method == fleetv1alpha1.MoveMethodLive {
+		// Auto: a VM with data of its own moves Live where both clusters
+		// offer it.
+		w.move.Spec.Method = fleetv1alpha1.MoveMethodAuto
 	}
 	for _, n := range []string{"a", "b"} {
 		w.clusters[n] = &cluster{name: n, disk: -1, agentUp: true, argoUp: true, available: true, wffc: n == "b" && rng.IntN(2) == 0}
@@ -453,7 +464,7 @@ func (w *model) check() {
 
 // randomEvent runs one event of the schedule.
 func (w *model) randomEvent() {
-	w.now = w.now.Add(time.Duration(1+w.rng.IntN(20)) * time.Second)
+	w.now = w.now.Add(time.Duration(1+w.rng.IntN(5)) * time.Second)
 	c := w.clusters[[]string{"a", "b"}[w.rng.IntN(2)]]
 	switch r := w.rng.IntN(100); {
 	case r < 18:
@@ -480,10 +491,17 @@ func (w *model) randomEvent() {
 		c.available = !c.available
 		w.event("cluster %s: available %v", c.name, c.available)
 	case r < 94:
-		w.now = w.now.Add(modelTimeout/2 + time.Duration(w.rng.IntN(60))*time.Second)
-		w.event("the hub's clock jumps")
+		// Per schedule, the clock jumps often, rarely or never: moves
+		// that meet their deadline and moves that succeed both get
+		// explored.
+		if w.rng.IntN(100) < w.jumpiness {
+			w.now = w.now.Add(time.Duration(1+w.rng.IntN(12)) * time.Minute)
+			w.event("the hub's clock jumps")
+		} else {
+			w.hub(true)
+		}
 	case r < 96:
-		if !w.deleted {
+		if w.mayDelete && !w.deleted {
 			w.deleted = true
 			w.event("the user deletes the move")
 			if !modelFinalizer {
@@ -560,7 +578,7 @@ func TestMoveProtocolModel(t *testing.T) {
 	}
 	found := map[string]bool{}
 	for _, seed := range seeds {
-		w := runModel(seed, 80)
+		w := runModel(seed, 150)
 		log, violation := w.log, w.violation
 		if violation == "" {
 			continue

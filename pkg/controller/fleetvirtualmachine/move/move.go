@@ -54,18 +54,28 @@ type Copy struct {
 }
 
 // stopped tells whether the cluster proves the VM stopped by the given
-// hold: its available cluster reports it Halted, no instance left,
+// hold: its available cluster reports it Halted (or the run strategy
+// given), no instance left,
 // observed under that hold. A report observed before the hold reached
 // the cluster (an agent that stopped, feedback that lags) proves nothing.
-func (c Copy) stopped(hold string) bool {
-	return c.proves(hold) && c.RunStrategy == string(fleetv1alpha1.RunStrategyHalted) && !c.Ready &&
-		c.PrintableStatus == printableStopped
+func (c Copy) stopped(hold string, rs ...fleetv1alpha1.RunStrategy) bool {
+	want := fleetv1alpha1.RunStrategyHalted
+	if len(rs) > 0 {
+		want = rs[0]
+	}
+	return c.proves(hold) && c.RunStrategy == string(want) && !c.Ready && c.PrintableStatus == printableStopped
 }
 
 // proves tells whether the report is proof of the present under the
 // given hold: it comes from an available cluster and was observed under it.
 func (c Copy) proves(hold string) bool {
 	return c.Reported && c.Available && c.Hold == hold
+}
+
+// manual tells whether the cluster proves the VM held Manual by the
+// given hold: nothing restarts it once a migration stopped it there.
+func manual(c Copy, hold string) bool {
+	return c.proves(hold) && c.RunStrategy == string(fleetv1alpha1.RunStrategyManual)
 }
 
 // imported tells whether the cluster proves the VM's disks imported
@@ -497,6 +507,12 @@ func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 			return Output{Status: st, Target: to, Holds: holds, Blank: true, LookAgain: left}
 		case mig.ReceiverAddress == "":
 			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, LookAgain: left}
+		case !manual(in.Copies[from], HoldOf(in.Move, st.Phase)):
+			// Once the migration moved it, KubeVirt restarts a source
+			// still under the fleet's run strategy: the source must
+			// prove its Manual hold first.
+			st.Message = fmt.Sprintf("preparing the VM on %s to receive it: waiting for %s to report the VM held Manual", to, from)
+			return Output{Status: st, Target: to, Holds: holds, Blank: true, Receive: true, LookAgain: left}
 		}
 		st.Phase, st.Message = fleetv1alpha1.MoveMigrating, fmt.Sprintf("migrating the VM, running, from %s to %s", from, to)
 		fallthrough
@@ -628,6 +644,14 @@ func liveAborting(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now 
 		(tgt.PrintableStatus == printableWaitingForReceiver || tgt.PrintableStatus == printableStopped)
 	if gone && (srcRuns || tgtIdle) {
 		return Output{}, false
+	}
+	// The migration's outcome was never seen, but the clusters prove it
+	// moved the VM: it runs on the target, stopped on the source.
+	if gone && tgt.proves(hold) && tgt.Ready && src.stopped(hold, fleetv1alpha1.RunStrategyManual) {
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = fmt.Sprintf("the VM migrated to %s after all (it runs there, stopped on %s); waiting for it to report ready there", to, from)
+		in.Move = withStatus(in.Move, st)
+		return step(in), true
 	}
 	msg := trimRollingBack(st.Message)
 	if i := strings.Index(msg, "; waiting for"); i >= 0 {

@@ -26,6 +26,9 @@ func newMove(to string) *fleetv1alpha1.FleetVirtualMachineMove {
 func running() Copy {
 	return Copy{Present: true, Reported: true, PrintableStatus: "Running", Ready: true, RunStrategy: "Always"}
 }
+func manualRunning() Copy {
+	return Copy{Present: true, Reported: true, PrintableStatus: "Running", Ready: true, RunStrategy: "Manual", DataVolumes: fleetv1alpha1.DataVolumesReady}
+}
 func halted() Copy {
 	return Copy{Present: true, Reported: true, PrintableStatus: "Stopped", RunStrategy: "Halted", DataVolumes: fleetv1alpha1.DataVolumesReady}
 }
@@ -239,8 +242,10 @@ func TestMoveLiveMigratesRunning(t *testing.T) {
 	if w.out.Status.Method != fleetv1alpha1.MoveMethodLive {
 		t.Fatalf("method %q, want Live", w.out.Status.Method)
 	}
-	// KubeVirt on b waits for it: the receiving migration is made.
+	// KubeVirt on b waits for it: the receiving migration is made; a
+	// reports its Manual hold.
 	w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+	w.copies["a"] = manualRunning()
 	w.step()
 	w.expect(fleetv1alpha1.MovePreparing)
 	w.expectLive("b", prep, true, false)
@@ -285,6 +290,7 @@ func TestMoveLiveRollsBackOrRefuses(t *testing.T) {
 			live: map[string]bool{"a": true, "b": true}}
 		w.step()
 		w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+		w.copies["a"] = manualRunning()
 		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
 		w.step()
 		w.expect(fleetv1alpha1.MoveMigrating)

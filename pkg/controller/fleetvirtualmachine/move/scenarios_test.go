@@ -20,6 +20,7 @@ func TestMoveLiveSuccessSeenAfterTheDeadline(t *testing.T) {
 		live: map[string]bool{"a": true, "b": true}}
 	w.step()
 	w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+	w.copies["a"] = manualRunning()
 	w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
 	w.step()
 	w.expect(fleetv1alpha1.MoveMigrating)
@@ -43,6 +44,7 @@ func TestMoveLiveRollbackWaitsForProof(t *testing.T) {
 			live: map[string]bool{"a": true, "b": true}}
 		w.step()
 		w.copies["b"] = Copy{Present: true, Reported: true, PrintableStatus: "WaitingForReceiver", RunStrategy: "WaitAsReceiver"}
+		w.copies["a"] = manualRunning()
 		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "WaitingForSync"}
 		w.step()
 		w.mig.SenderPhase, w.mig.ReceiverPhase = "Running", "Running"
@@ -64,7 +66,7 @@ func TestMoveLiveRollbackWaitsForProof(t *testing.T) {
 		if w.out.RemoveTo {
 			t.Fatal("b removed on a report that proves nothing")
 		}
-		w.copies["a"] = running()
+		w.copies["a"] = manualRunning()
 		w.step()
 		w.expect(fleetv1alpha1.MoveRollingBack, "b")
 		if !w.out.RemoveTo {
