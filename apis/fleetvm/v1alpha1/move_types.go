@@ -58,7 +58,7 @@ const (
 const LabelLiveMigration = "fleetvm.io/decentralized-live-migration"
 
 // MovePhase is where a move stands.
-// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Copying;Migrating;Verifying;Completing;Succeeded;RollingBack;Failed
+// +kubebuilder:validation:Enum=Pending;Preparing;Switching;Copying;Migrating;Verifying;Completing;Succeeded;Aborting;RollingBack;Failed
 type MovePhase string
 
 const (
@@ -86,6 +86,10 @@ const (
 	MoveCompleting MovePhase = "Completing"
 	// MoveSucceeded: the VM runs on the target only.
 	MoveSucceeded MovePhase = "Succeeded"
+	// MoveAborting (Live): the move failed; its migrations are deleted,
+	// which aborts them, and nothing is released or removed until they
+	// are gone. Then it rolls back, or goes on if the VM moved.
+	MoveAborting MovePhase = "Aborting"
 	// MoveRollingBack: the move failed; the target's copy is stopped and
 	// removed, and the source's started again.
 	MoveRollingBack MovePhase = "RollingBack"

@@ -424,7 +424,7 @@ func (r *Reconciler) recordMove(fvm *fleetv1alpha1.FleetVirtualMachine, m *fleet
 		return
 	}
 	kind := "Normal"
-	if m.Status.Phase == fleetv1alpha1.MoveFailed || m.Status.Phase == fleetv1alpha1.MoveRollingBack {
+	if m.Status.Phase == fleetv1alpha1.MoveFailed || m.Status.Phase == fleetv1alpha1.MoveRollingBack || m.Status.Phase == fleetv1alpha1.MoveAborting {
 		kind = "Warning"
 	}
 	reason := "Move" + string(m.Status.Phase)

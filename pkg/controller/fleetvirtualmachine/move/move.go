@@ -407,7 +407,7 @@ func step(in Input) Output {
 		st.Message = fmt.Sprintf("the VM runs on %s; its copy on %s is removed", to, from)
 		return Output{Status: st}
 
-	case fleetv1alpha1.MoveRollingBack:
+	case fleetv1alpha1.MoveAborting, fleetv1alpha1.MoveRollingBack:
 		return rollingBack(in, st, now)
 	}
 	return fail(fmt.Sprintf("unknown phase %q", st.Phase))
@@ -488,7 +488,7 @@ func live(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.T
 	mig := in.Migration
 	holds := map[string]fleetv1alpha1.RunStrategy{from: fleetv1alpha1.RunStrategyManual, to: RunStrategyWaitAsReceiver}
 	rollBack := func(reason string) Output {
-		st.Phase, st.Message = fleetv1alpha1.MoveRollingBack, "rolling back: "+reason
+		st.Phase, st.Message = fleetv1alpha1.MoveAborting, "rolling back: "+reason
 		return rollingBack(in, st, now)
 	}
 	switch st.Phase {
@@ -603,9 +603,11 @@ func noReturn(st fleetv1alpha1.FleetVirtualMachineMoveStatus, rs fleetv1alpha1.R
 func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) Output {
 	from, to := in.Move.Spec.From, st.To
 	if st.Method == fleetv1alpha1.MoveMethodLive {
-		if out, wait := liveAborting(in, st, now); wait {
+		out, wait := liveAborting(in, st, now)
+		if wait {
 			return out
 		}
+		st.Phase = fleetv1alpha1.MoveRollingBack
 	}
 	c := in.Copies[to]
 	mayRun := released(st) && c.Present && !c.stopped(HoldOf(in.Move, st.Phase))
@@ -620,46 +622,51 @@ func rollingBack(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now m
 	return Output{Status: st}
 }
 
-// liveAborting is a Live rollback's first part: the migrations' works
-// go (deleting a migration aborts it), and until they are gone and a
-// cluster proves where the VM runs, nothing is released or removed: the
-// source stays held Manual, the target as the receiver. Proof, observed
-// under the rollback's own hold from an available cluster: the VM still
-// runs on the source, or it does not run on the target. A migration
-// found Succeeded meanwhile goes on instead: the VM runs on the target.
-// wait is false once the rollback may go on as any other.
+// liveAborting is a Live rollback's first parts. Aborting: the
+// migrations' works go (deleting a migration aborts it) while the source
+// stays held Manual and the target as the receiver; nothing is released
+// or removed. Once they are gone, RollingBack, under a hold of its own
+// delivered only from then on: a cluster proves where the VM runs by a
+// report observed under it, so after no migration could move the VM any
+// more. Proof that it still runs on the source, or does not run on the
+// target, lets the rollback go on as any other (wait false); proof that
+// it runs on the target, stopped on the source, or a migration found
+// Succeeded, goes on with the move instead.
 func liveAborting(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now metav1.Time) (Output, bool) {
 	from, to := in.Move.Spec.From, st.To
+	moved := func(msg string) (Output, bool) {
+		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
+		st.Message = msg
+		in.Move = withStatus(in.Move, st)
+		return step(in), true
+	}
 	if in.Migration.succeeded() {
-		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
-		st.Message = fmt.Sprintf("the VM migrated to %s after all; waiting for it to report ready there", to)
-		in.Move = withStatus(in.Move, st)
-		return step(in), true
+		return moved(fmt.Sprintf("the VM migrated to %s after all; waiting for it to report ready there", to))
 	}
-	hold := HoldOf(in.Move, st.Phase)
-	src, tgt := in.Copies[from], in.Copies[to]
-	gone := in.Migration == (Migration{})
-	srcRuns := src.proves(hold) && src.Ready
-	tgtIdle := !tgt.Present || tgt.proves(hold) && !tgt.Ready &&
-		(tgt.PrintableStatus == printableWaitingForReceiver || tgt.PrintableStatus == printableStopped)
-	if gone && (srcRuns || tgtIdle) {
-		return Output{}, false
-	}
-	// The migration's outcome was never seen, but the clusters prove it
-	// moved the VM: it runs on the target, stopped on the source.
-	if gone && tgt.proves(hold) && tgt.Ready && src.stopped(hold, fleetv1alpha1.RunStrategyManual) {
-		st.Phase, st.StoppedTime = fleetv1alpha1.MoveVerifying, &now
-		st.Message = fmt.Sprintf("the VM migrated to %s after all (it runs there, stopped on %s); waiting for it to report ready there", to, from)
-		in.Move = withStatus(in.Move, st)
-		return step(in), true
-	}
+	holds := map[string]fleetv1alpha1.RunStrategy{from: fleetv1alpha1.RunStrategyManual, to: RunStrategyWaitAsReceiver}
 	msg := trimRollingBack(st.Message)
 	if i := strings.Index(msg, "; waiting for"); i >= 0 {
 		msg = msg[:i]
 	}
-	st.Message = fmt.Sprintf("rolling back: %s; waiting for the migrations to go and for %s to report the VM running (or %s not running) "+
-		"before anything is released or removed", msg, from, to)
-	holds := map[string]fleetv1alpha1.RunStrategy{from: fleetv1alpha1.RunStrategyManual, to: RunStrategyWaitAsReceiver}
+	if st.Phase == fleetv1alpha1.MoveAborting {
+		if in.Migration != (Migration{}) {
+			st.Message = fmt.Sprintf("rolling back: %s; waiting for the migrations to go before anything is released or removed", msg)
+			return Output{Status: st, Target: to, Holds: holds, Blank: true}, true
+		}
+		st.Phase = fleetv1alpha1.MoveRollingBack
+	}
+	hold := HoldOf(in.Move, st.Phase)
+	src, tgt := in.Copies[from], in.Copies[to]
+	srcRuns := src.proves(hold) && src.Ready
+	tgtIdle := !tgt.Present || tgt.proves(hold) && !tgt.Ready &&
+		(tgt.PrintableStatus == printableWaitingForReceiver || tgt.PrintableStatus == printableStopped)
+	switch {
+	case srcRuns || tgtIdle:
+		return Output{}, false
+	case tgt.proves(hold) && tgt.Ready && src.stopped(hold, fleetv1alpha1.RunStrategyManual):
+		return moved(fmt.Sprintf("the VM migrated to %s after all (it runs there, stopped on %s); waiting for it to report ready there", to, from))
+	}
+	st.Message = fmt.Sprintf("rolling back: %s; waiting for %s to report the VM running (or %s not running) before anything is released or removed", msg, from, to)
 	return Output{Status: st, Target: to, Holds: holds, Blank: true}, true
 }
 

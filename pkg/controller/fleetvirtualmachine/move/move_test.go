@@ -297,13 +297,20 @@ func TestMoveLiveRollsBackOrRefuses(t *testing.T) {
 		w.mig = Migration{ReceiverAddress: "sync.b:9185", ReceiverPhase: "Failed", SenderPhase: "Failed", Failed: "Live migration failed"}
 		w.step()
 		// The migrations go first; nothing is released or removed yet.
-		w.expect(fleetv1alpha1.MoveRollingBack)
+		w.expect(fleetv1alpha1.MoveAborting)
 		if w.out.Receive || w.out.Send || w.out.RemoveTo || w.out.Holds["a"] != fleetv1alpha1.RunStrategyManual {
 			t.Fatalf("aborting: %+v, want the migrations gone, a held Manual", w.out)
 		}
-		// They are gone, and a proves the VM still runs there.
+		// They are gone: a report observed before proves nothing.
 		w.mig = Migration{}
-		w.copies["a"] = running()
+		w.copies["a"] = manualRunning()
+		w.step()
+		w.expect(fleetv1alpha1.MoveRollingBack)
+		if w.out.RemoveTo {
+			t.Fatal("b removed on a report observed while the migrations could still run")
+		}
+		// a proves, under the rollback's hold, that the VM still runs there.
+		w.copies["a"] = manualRunning()
 		w.step()
 		// The source never stopped: it serves on, unheld; b goes.
 		w.expect(fleetv1alpha1.MoveRollingBack, "b")

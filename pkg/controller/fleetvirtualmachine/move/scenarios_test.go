@@ -50,7 +50,7 @@ func TestMoveLiveRollbackWaitsForProof(t *testing.T) {
 		w.mig.SenderPhase, w.mig.ReceiverPhase = "Running", "Running"
 		w.now = t0.Add(DefaultTimeout + time.Minute)
 		w.step()
-		w.expect(fleetv1alpha1.MoveRollingBack)
+		w.expect(fleetv1alpha1.MoveAborting)
 		if w.out.Send || w.out.Receive || w.out.RemoveTo || w.out.Holds["a"] != fleetv1alpha1.RunStrategyManual ||
 			w.out.Holds["b"] != RunStrategyWaitAsReceiver {
 			t.Fatalf("past the deadline mid-migration: %+v, want the migrations gone, both holds kept", w.out)
@@ -61,6 +61,7 @@ func TestMoveLiveRollbackWaitsForProof(t *testing.T) {
 		w := start(t)
 		// Gone, but a's report predates the rollback's hold: no proof.
 		w.mig = Migration{}
+		w.copies["a"] = manualRunning()
 		w.step()
 		w.expect(fleetv1alpha1.MoveRollingBack)
 		if w.out.RemoveTo {
