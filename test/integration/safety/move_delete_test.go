@@ -34,15 +34,7 @@ func TestMoveDeletedWhilePreparingRollsBack(t *testing.T) {
 	mark := vms.mark()
 
 	scoredOn(t, to, fvm)
-	fleetVM.StopAgent(to)
-	agentStopped := true
-	t.Cleanup(func() {
-		if agentStopped {
-			if err := fleetVM.StartAgent(to); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	startAgent := stopAgent(t, to)
 	m := newMove(ns, "deleted", "web", from, to)
 	m.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Minute}
 	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
@@ -83,10 +75,7 @@ func TestMoveDeletedWhilePreparingRollsBack(t *testing.T) {
 	}
 
 	// The target answers again: nothing starts there.
-	if err := fleetVM.StartAgent(to); err != nil {
-		t.Fatal(err)
-	}
-	agentStopped = false
+	startAgent()
 	settle(t, key)
 	waitFVM(t, key, "running on "+from+" only", runningOn(from))
 	if vmOn(t, to, vm) {
@@ -123,15 +112,7 @@ func TestOrphanedMidMoveCreatedAgain(t *testing.T) {
 	to := otherSpoke(from)
 
 	scoredOn(t, to, fvm)
-	fleetVM.StopAgent(to)
-	agentStopped := true
-	t.Cleanup(func() {
-		if agentStopped {
-			if err := fleetVM.StartAgent(to); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	startAgent := stopAgent(t, to)
 	m := newMove(ns, "cold", "db", from, to)
 	if err := fleet.Hub.Client.Create(t.Context(), m); err != nil {
 		t.Fatal(err)
@@ -163,10 +144,7 @@ func TestOrphanedMidMoveCreatedAgain(t *testing.T) {
 	// Created again, then the target's KubeVirt answers.
 	createLimited(t, build(fleetv1alpha1.DeletionPolicyDelete), 2)
 	waitFVM(t, key, "running on "+from, runningOn(from))
-	if err := fleetVM.StartAgent(to); err != nil {
-		t.Fatal(err)
-	}
-	agentStopped = false
+	startAgent()
 	got := waitFVM(t, key, "adopting the copy on "+to+" held", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		for _, c := range f.Status.Clusters {
 			if c.Cluster == to && strings.Contains(c.Message, "a move that no longer exists held it") {
@@ -184,4 +162,32 @@ func TestOrphanedMidMoveCreatedAgain(t *testing.T) {
 		t.Errorf("the adopted copy on %s has runStrategy %s, want Halted (status: %+v)", to, rs, got.Status.Clusters)
 	}
 	srv.check(t)
+}
+
+// stopAgent stops the cluster's agent and its simulator (its KubeVirt
+// stops answering) and returns what starts them again; the test's
+// cleanup starts them if the test did not.
+func stopAgent(t *testing.T, cluster string) (start func()) {
+	t.Helper()
+	fleetVM.StopAgent(cluster)
+	stopped := true
+	start = func() {
+		t.Helper()
+		if !stopped {
+			return
+		}
+		stopped = false
+		if err := fleetVM.StartAgent(cluster); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if stopped {
+			stopped = false
+			if err := fleetVM.StartAgent(cluster); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return start
 }

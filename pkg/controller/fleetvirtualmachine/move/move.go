@@ -54,16 +54,16 @@ type Copy struct {
 }
 
 // stopped tells whether the cluster proves the VM stopped by the given
-// hold: its available cluster reports it Halted (or the run strategy
-// given), no instance left,
+// hold: its available cluster reports it Halted, no instance left,
 // observed under that hold. A report observed before the hold reached
 // the cluster (an agent that stopped, feedback that lags) proves nothing.
-func (c Copy) stopped(hold string, rs ...fleetv1alpha1.RunStrategy) bool {
-	want := fleetv1alpha1.RunStrategyHalted
-	if len(rs) > 0 {
-		want = rs[0]
-	}
-	return c.proves(hold) && c.RunStrategy == string(want) && !c.Ready && c.PrintableStatus == printableStopped
+func (c Copy) stopped(hold string) bool {
+	return c.stoppedAs(hold, fleetv1alpha1.RunStrategyHalted)
+}
+
+// stoppedAs is stopped for a VM held in run strategy rs.
+func (c Copy) stoppedAs(hold string, rs fleetv1alpha1.RunStrategy) bool {
+	return c.proves(hold) && c.RunStrategy == string(rs) && !c.Ready && c.PrintableStatus == printableStopped
 }
 
 // proves tells whether the report is proof of the present under the
@@ -663,7 +663,7 @@ func liveAborting(in Input, st fleetv1alpha1.FleetVirtualMachineMoveStatus, now 
 	switch {
 	case srcRuns || tgtIdle:
 		return Output{}, false
-	case tgt.proves(hold) && tgt.Ready && src.stopped(hold, fleetv1alpha1.RunStrategyManual):
+	case tgt.proves(hold) && tgt.Ready && src.stoppedAs(hold, fleetv1alpha1.RunStrategyManual):
 		return moved(fmt.Sprintf("the VM migrated to %s after all (it runs there, stopped on %s); waiting for it to report ready there", to, from))
 	}
 	st.Message = fmt.Sprintf("rolling back: %s; waiting for %s to report the VM running (or %s not running) before anything is released or removed", msg, from, to)
