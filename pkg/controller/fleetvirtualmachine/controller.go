@@ -23,6 +23,7 @@ package fleetvirtualmachine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
@@ -36,6 +37,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -77,6 +79,16 @@ type Reconciler struct {
 	written write.Memo
 	// valid remembers the generations that passed validation.
 	valid validated
+	// moves runs the FleetVirtualMachines' moves (moveRunner(), made once
+	// from Client and Recorder).
+	moves     *runner.Runner
+	movesOnce sync.Once
+}
+
+// moveRunner is the seam of the FleetVirtualMachines' moves.
+func (r *Reconciler) moveRunner() *runner.Runner {
+	r.movesOnce.Do(func() { r.moves = &runner.Runner{Client: r.Client, Recorder: r.Recorder} })
+	return r.moves
 }
 
 // +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines,verbs=get;list;watch;update;patch
@@ -160,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	result := r.deliver(ctx, s) // 5. act
 	r.alarms.set(req.NamespacedName, s.outcome.LookAgain)
-	r.alarms.setFor(req.NamespacedName, alarmMove, s.moveDeadline())
+	r.alarms.setFor(req.NamespacedName, alarmMove, s.moves.LookAgain())
 	if err := s.err(); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -204,7 +216,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]hold, imports map[string]*delivery.Import) []delivery.Target {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]runner.Hold, imports map[string]*delivery.Import) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment

@@ -19,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/explain"
@@ -131,7 +132,7 @@ func waitingForClusters(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
 // current. FleetVirtualMachines placed as asked are not woken.
 func (r *Reconciler) fleetVMsWaitingForClusters(ctx context.Context, obj client.Object) []reconcile.Request {
 	return append(r.fleetVMsMatching(ctx, "waiting for clusters", obj, client.MatchingFields{IndexWaiting: "true"}),
-		r.fleetVMsWithMovesNotStarted(ctx)...)
+		runner.FleetVMsNotStarted(ctx, r.Client)...)
 }
 
 // scoresChanged passes a capacity score whose values changed, or whose

@@ -8,11 +8,11 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
-	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
@@ -56,16 +56,7 @@ const (
 	// whether or not the hub remembers it.
 	IndexReportFleetVM = "fleetvm.io/report-fleetvm"
 	IndexReportVM      = "fleetvm.io/report-vm"
-	// IndexMoveNotStarted indexes FleetVirtualMachineMoves not started
-	// yet (status.phase "" or Pending: "true"), so a score, decision or
-	// cluster event reads those few, not every move ever made.
-	IndexMoveNotStarted = "fleetvm.io/move-not-started"
 )
-
-// moveNotStarted tells whether a move has not left Pending.
-func moveNotStarted(m *fleetv1alpha1.FleetVirtualMachineMove) bool {
-	return m.Status.Phase == "" || m.Status.Phase == fleetv1alpha1.MovePending
-}
 
 // wantsCandidates says which candidate Placement a FleetVirtualMachine
 // picks more clusters from, if any.
@@ -94,26 +85,8 @@ func placedClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
 
 // SetupIndexes registers the indexes the controller lists by.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachineMove{}, IndexMoveFleetVM, func(o client.Object) []string {
-		return []string{o.(*fleetv1alpha1.FleetVirtualMachineMove).Spec.FleetVirtualMachine}
-	}); err != nil {
-		return fmt.Errorf("index %s: %w", IndexMoveFleetVM, err)
-	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachineMove{}, IndexMoveNotStarted, func(o client.Object) []string {
-		if moveNotStarted(o.(*fleetv1alpha1.FleetVirtualMachineMove)) {
-			return []string{"true"}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("index %s: %w", IndexMoveNotStarted, err)
-	}
-	if err := indexer.IndexField(ctx, &workv1.ManifestWork{}, IndexMoveWork, func(o client.Object) []string {
-		if k := moveWorkKey(o); k != "" {
-			return []string{k}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("index %s: %w", IndexMoveWork, err)
+	if err := runner.SetupIndexes(ctx, indexer); err != nil {
+		return err
 	}
 	if err := indexer.IndexField(ctx, &clusterv1.ManagedCluster{}, IndexDraining, func(o client.Object) []string {
 		if Draining(o.(*clusterv1.ManagedCluster)) {

@@ -13,6 +13,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
@@ -32,10 +33,8 @@ type scope struct {
 
 	// readFleet
 	obs *observation
-	// stepMoves: the moves under way, after their step, and the copies a
-	// lost move left held (move.Frozen)
-	moves  []stepped
-	frozen map[string]fleetv1alpha1.RunStrategy
+	// stepMoves: what the moves ask of the rest of the reconcile
+	moves runner.Plan
 	// decide
 	outcome    placement.Outcome
 	waiting    bool     // the status lists why clusters are left out
@@ -87,10 +86,7 @@ func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName
 	r.expect.Forget(key)
 	r.shapes.Forget(key)
 	r.valid.forget(key)
-	if err := r.failMovesOfGone(ctx, key); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.deleteMoveWorks(ctx, key, nil); err != nil {
+	if err := r.moveRunner().Forget(ctx, key, r.Clock.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.sweepReleased(ctx, key.Namespace)
@@ -137,7 +133,7 @@ func (r *Reconciler) readFleet(ctx context.Context, s *scope) {
 // says a cluster now qualifies.
 func (r *Reconciler) decide(ctx context.Context, s *scope) {
 	in := r.decisionInput(s.fvm, s.obs, s.now)
-	in.Moves = s.decisionMoves()
+	in.Moves = s.moves.Decision()
 	s.outcome = placement.Decide(in)
 	s.noteMoves()
 	obs := s.obs
@@ -237,10 +233,10 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	var result ctrl.Result
 	// A Cold move's export is up before its target imports from it.
-	s.fail(r.ensureMoveWorks(ctx, s))
+	s.fail(r.moveRunner().EnsureWorks(ctx, s.fvm, s.moves))
 	if s.deliverOK {
-		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.held(), s.imports())
-		s.fail(r.ensureNamespaces(ctx, s.fvm, append(s.outcome.Delivered(), s.importing()...)))
+		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.moves.Held(s.reported), s.moves.Imports())
+		s.fail(r.ensureNamespaces(ctx, s.fvm, append(s.outcome.Delivered(), s.moves.Importing()...)))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {
 			s.fail(err)

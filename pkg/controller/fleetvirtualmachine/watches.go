@@ -33,6 +33,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/coalesce"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
@@ -99,7 +100,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if isCandidatePlacement(p) {
 			// A move waiting for the scheduler to add a cluster it asked
 			// for wakes with the new decision too.
-			reqs = append(reqs, r.fleetVMsWithMovesNotStarted(ctx)...)
+			reqs = append(reqs, runner.FleetVMsNotStarted(ctx, r.Client)...)
 		}
 		return reqs
 	})
@@ -145,9 +146,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&argov1alpha1.Application{}, coalesce.Creates(byLabels, Coalesce), inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, coalesce.Creates(reports, Coalesce)).
-		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(fleetVMOfMove)).
+		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(runner.FleetVMOf)).
 		// A Cold move's export feedback.
-		Watches(&workv1.ManifestWork{}, byLabels, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return moveWorkKey(o) != "" }))).
+		Watches(&workv1.ManifestWork{}, byLabels, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return runner.WorkKey(o) != "" }))).
 		Watches(&fleetv1alpha1.FleetDiskImage{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsUsingImage)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOnCluster),
 			builder.WithPredicates(clusterChanged())).
@@ -304,23 +305,4 @@ func availability(mc *clusterv1.ManagedCluster) metav1.ConditionStatus {
 		return c.Status
 	}
 	return metav1.ConditionUnknown
-}
-
-// fleetVMsWithMovesNotStarted are the FleetVirtualMachines with a move
-// that has not started: its target may qualify now. It reads only those
-// moves (IndexMoveNotStarted), straight from the cache without copies:
-// ended moves stay until their TTL and a fleet's history must not cost
-// every score, decision or cluster event.
-func (r *Reconciler) fleetVMsWithMovesNotStarted(ctx context.Context) []reconcile.Request {
-	list := &fleetv1alpha1.FleetVirtualMachineMoveList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{IndexMoveNotStarted: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "list the FleetVirtualMachineMoves not started")
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		m := &list.Items[i]
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.FleetVirtualMachine}})
-	}
-	return out
 }

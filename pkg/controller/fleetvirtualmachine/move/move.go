@@ -16,6 +16,9 @@
 // back: the target's copy is stopped (confirmed stopped when it may have
 // started) and removed, the export ends, and the source's copy is started
 // again.
+//
+// The package reads and writes nothing; move/runner runs the moves
+// against the hub with it.
 package move
 
 import (

@@ -1,4 +1,4 @@
-package fleetvirtualmachine
+package runner
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,9 +29,9 @@ import (
 // FleetVirtualMachine they move ("namespace/name").
 const IndexMoveWork = "fleetvm.io/move-work"
 
-// moveWorkKey is what IndexMoveWork indexes a ManifestWork by ("": not a
+// WorkKey is what IndexMoveWork indexes a ManifestWork by ("": not a
 // move's).
-func moveWorkKey(o client.Object) string {
+func WorkKey(o client.Object) string {
 	if o.GetLabels()[move.LabelMove] == "" {
 		return ""
 	}
@@ -51,8 +50,8 @@ type coldWorks struct {
 // readExport reads a started Cold move's works: the export's state for the
 // move's step, and what the target's VM imports (nil until the export
 // serves every volume and the target holds the token header).
-func (r *Reconciler) readExport(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, m *fleetv1alpha1.FleetVirtualMachineMove) (move.Export, *delivery.Import, error) {
-	w, err := r.moveWorks(ctx, m)
+func (r *Runner) readExport(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, m *fleetv1alpha1.FleetVirtualMachineMove) (move.Export, *delivery.Import, error) {
+	w, err := r.coldWorks(ctx, m)
 	if err != nil || w.export == nil {
 		return move.Export{}, nil, err
 	}
@@ -72,18 +71,18 @@ func (r *Reconciler) readExport(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 }
 
 // moveWorks reads the move's two works from the cache (nil when absent).
-func (r *Reconciler) moveWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (coldWorks, error) {
+func (r *Runner) coldWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (coldWorks, error) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	var out coldWorks
 	var err1, err2 error
-	out.export, err1 = r.moveWork(ctx, key, m.Spec.From, move.ExportWorkName(key))
-	out.imports, err2 = r.moveWork(ctx, key, m.Status.To, move.ImportWorkName(key))
+	out.export, err1 = r.work(ctx, key, m.Spec.From, move.ExportWorkName(key))
+	out.imports, err2 = r.work(ctx, key, m.Status.To, move.ImportWorkName(key))
 	return out, errors.Join(err1, err2)
 }
 
 // moveWork reads one work of the move key from the cache (nil when
 // absent), refusing one FleetVM did not make for it.
-func (r *Reconciler) moveWork(ctx context.Context, key types.NamespacedName, cluster, name string) (*workv1.ManifestWork, error) {
+func (r *Runner) work(ctx context.Context, key types.NamespacedName, cluster, name string) (*workv1.ManifestWork, error) {
 	if cluster == "" {
 		return nil, nil
 	}
@@ -99,22 +98,22 @@ func (r *Reconciler) moveWork(ctx context.Context, key types.NamespacedName, clu
 	return w, nil
 }
 
-// ensureMoveWorks (in phase 5) makes the works of every Cold move that
-// exports now (the import work once the export serves), and removes every
-// other move work of the FleetVirtualMachine: a move that ended, rolled
-// back or is gone.
-func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
+// EnsureWorks makes the works the moves' steps ask for (plan.Moves): a
+// Cold move's export while it exports, and its import once the export
+// serves; a Live move's migrations. It removes every other move work of
+// the FleetVirtualMachine: a move that ended, rolled back or is gone.
+func (r *Runner) EnsureWorks(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, plan Plan) error {
 	keep := map[types.NamespacedName]bool{}
 	var errs []error
-	for _, st := range s.moves {
-		if err := r.ensureLiveWorks(ctx, s, st, keep); err != nil {
+	for _, st := range plan.Moves {
+		if err := r.ensureLiveWorks(ctx, fvm, st, keep); err != nil {
 			errs = append(errs, err)
 		}
-		if !st.out.Export {
+		if !st.Out.Export {
 			continue
 		}
-		m := st.move
-		w, err := r.moveWorks(ctx, m)
+		m := st.Move
+		w, err := r.coldWorks(ctx, m)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -129,8 +128,8 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 				continue
 			}
 		}
-		vm := vmclaim.Identity(s.fvm)
-		want, err := move.ExportWork(m, vm, token, move.DataVolumeTemplates(s.fvm))
+		vm := vmclaim.Identity(fvm)
+		want, err := move.ExportWork(m, vm, token, move.DataVolumeTemplates(fvm))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -145,7 +144,7 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 		}
 		// The export serves: the target gets the token header (and CA).
 		fb := move.ReadExport(w.export)
-		if urls, _ := move.ExportState(fb, move.DataVolumeTemplates(s.fvm)); urls == nil {
+		if urls, _ := move.ExportState(fb, move.DataVolumeTemplates(fvm)); urls == nil {
 			continue
 		}
 		imp, err := move.ImportWork(m, vm.Namespace, token, fb.Cert)
@@ -158,12 +157,12 @@ func (r *Reconciler) ensureMoveWorks(ctx context.Context, s *scope) error {
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(imp), err))
 		}
 	}
-	return errors.Join(append(errs, r.deleteMoveWorks(ctx, s.key(), keep))...)
+	return errors.Join(append(errs, r.deleteWorks(ctx, types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}, keep))...)
 }
 
 // deleteMoveWorks deletes the move works of the FleetVirtualMachine key
 // but those to keep.
-func (r *Reconciler) deleteMoveWorks(ctx context.Context, key types.NamespacedName, keep map[types.NamespacedName]bool) error {
+func (r *Runner) deleteWorks(ctx context.Context, key types.NamespacedName, keep map[types.NamespacedName]bool) error {
 	var works workv1.ManifestWorkList
 	if err := r.Client.List(ctx, &works, client.MatchingFields{IndexMoveWork: key.String()}); err != nil {
 		return fmt.Errorf("list move ManifestWorks: %w", err)
@@ -196,50 +195,30 @@ type liveWorks struct {
 }
 
 // migrationWorks reads a Live move's two works from the cache.
-func (r *Reconciler) migrationWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (liveWorks, error) {
+func (r *Runner) migrationWorks(ctx context.Context, m *fleetv1alpha1.FleetVirtualMachineMove) (liveWorks, error) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	var out liveWorks
 	var err1, err2 error
-	out.receive, err1 = r.moveWork(ctx, key, m.Status.To, move.ReceiveWorkName(key))
-	out.send, err2 = r.moveWork(ctx, key, m.Spec.From, move.SendWorkName(key))
+	out.receive, err1 = r.work(ctx, key, m.Status.To, move.ReceiveWorkName(key))
+	out.send, err2 = r.work(ctx, key, m.Spec.From, move.SendWorkName(key))
 	return out, errors.Join(err1, err2)
-}
-
-// liveClusters tells which of the clusters offer decentralized live
-// migration (fleetv1alpha1.LabelLiveMigration).
-func (r *Reconciler) liveClusters(ctx context.Context, clusters []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, c := range clusters {
-		if c == "" {
-			continue
-		}
-		mc := &clusterv1.ManagedCluster{}
-		switch err := r.Client.Get(ctx, types.NamespacedName{Name: c}, mc); {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("get ManagedCluster %s: %w", c, err)
-		}
-		out[c] = mc.Labels[fleetv1alpha1.LabelLiveMigration] == "true"
-	}
-	return out, nil
 }
 
 // ensureLiveWorks makes a Live move's migrations as its step asks: the
 // receiving one on the target, then the sending one on the source, to the
 // address the receiving one reports. It returns the works to keep.
-func (r *Reconciler) ensureLiveWorks(ctx context.Context, s *scope, st stepped, keep map[types.NamespacedName]bool) error {
-	if !st.out.Receive && !st.out.Send {
+func (r *Runner) ensureLiveWorks(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, st Stepped, keep map[types.NamespacedName]bool) error {
+	if !st.Out.Receive && !st.Out.Send {
 		return nil
 	}
-	m := st.move
+	m := st.Move
 	w, err := r.migrationWorks(ctx, m)
 	if err != nil {
 		return err
 	}
-	vm := vmclaim.Identity(s.fvm)
+	vm := vmclaim.Identity(fvm)
 	var errs []error
-	if st.out.Receive {
+	if st.Out.Receive {
 		want, err := move.ReceiveWork(m, vm)
 		if err != nil {
 			return err
@@ -249,7 +228,7 @@ func (r *Reconciler) ensureLiveWorks(ctx context.Context, s *scope, st stepped, 
 			errs = append(errs, fmt.Errorf("write ManifestWork %s: %w", klog.KObj(want), err))
 		}
 	}
-	if address := move.ReadMigration(w.receive, nil).ReceiverAddress; st.out.Send && address != "" {
+	if address := move.ReadMigration(w.receive, nil).ReceiverAddress; st.Out.Send && address != "" {
 		want, err := move.SendWork(m, vm, address)
 		if err != nil {
 			return err
