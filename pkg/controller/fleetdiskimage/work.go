@@ -13,6 +13,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
+	"github.com/fleetvm/fleetvm/pkg/workfeedback"
 )
 
 // Feedback names of the DataVolume's status the work agent reports back.
@@ -20,6 +21,10 @@ const (
 	feedbackPhase    = "phase"
 	feedbackProgress = "progress"
 )
+
+// resourceDataVolumes is the resource of the DataVolume, in the image's
+// work.
+const resourceDataVolumes = "datavolumes"
 
 // desiredWork builds the ManifestWork that imports the image on a cluster:
 // the image namespace (left behind when the work goes: other images live
@@ -100,7 +105,7 @@ func (r *Reconciler) desiredWork(fdi *fleetv1alpha1.FleetDiskImage, cluster stri
 				}},
 			},
 			ManifestConfigs: []workv1.ManifestConfigOption{{
-				ResourceIdentifier: workv1.ResourceIdentifier{Group: cdiv1beta1.SchemeGroupVersion.Group, Resource: "datavolumes", Namespace: ns, Name: name},
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: cdiv1beta1.SchemeGroupVersion.Group, Resource: resourceDataVolumes, Namespace: ns, Name: name},
 				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{
 					{Name: feedbackPhase, Path: ".status.phase"},
 					{Name: feedbackProgress, Path: ".status.progress"},
@@ -113,28 +118,11 @@ func (r *Reconciler) desiredWork(fdi *fleetv1alpha1.FleetDiskImage, cluster stri
 // importState reads the image's phase on a cluster from its ManifestWork:
 // the DataVolume's phase and progress as the work agent reports them.
 func importState(work *workv1.ManifestWork) (fleetv1alpha1.ImagePhase, string, string) {
-	for _, c := range work.Status.Conditions {
-		if c.Type == workv1.WorkApplied && c.Status == metav1.ConditionFalse {
-			return fleetv1alpha1.ImagePhaseFailed, "", "the work agent could not apply the image: " + c.Message
-		}
+	fb := workfeedback.Read(work, resourceDataVolumes)
+	if fb.NotApplied {
+		return fleetv1alpha1.ImagePhaseFailed, "", "the work agent could not apply the image: " + fb.NotAppliedMessage
 	}
-	var phase, progress string
-	for _, m := range work.Status.ResourceStatus.Manifests {
-		if m.ResourceMeta.Resource != "datavolumes" {
-			continue
-		}
-		for _, v := range m.StatusFeedbacks.Values {
-			if v.Value.String == nil {
-				continue
-			}
-			switch v.Name {
-			case feedbackPhase:
-				phase = *v.Value.String
-			case feedbackProgress:
-				progress = *v.Value.String
-			}
-		}
-	}
+	phase, progress := fb.Values[feedbackPhase], fb.Values[feedbackProgress]
 	if progress == "N/A" {
 		progress = ""
 	}

@@ -17,6 +17,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/workfeedback"
 )
 
 // A Cold move copies the VM's disks through two OCM ManifestWorks, made
@@ -52,6 +53,9 @@ const (
 	// feedbackURL prefixes the feedback of each DataVolume template's
 	// volume URL, by its index in spec.dataVolumeTemplates.
 	feedbackURL = "url-"
+
+	// resourceExports is the resource of the export, in the export work.
+	resourceExports = "virtualmachineexports"
 )
 
 // Hash names a move's objects on the clusters: 10 hex digits of its key.
@@ -132,7 +136,7 @@ func ExportWork(m *fleetv1alpha1.FleetVirtualMachineMove, vm types.NamespacedNam
 		Spec: workv1.ManifestWorkSpec{
 			Workload: workv1.ManifestsTemplate{Manifests: manifests},
 			ManifestConfigs: []workv1.ManifestConfigOption{{
-				ResourceIdentifier: workv1.ResourceIdentifier{Group: exportv1beta1.SchemeGroupVersion.Group, Resource: "virtualmachineexports", Namespace: vm.Namespace, Name: export.Name},
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: exportv1beta1.SchemeGroupVersion.Group, Resource: resourceExports, Namespace: vm.Namespace, Name: export.Name},
 				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
 			}},
 		},
@@ -209,35 +213,22 @@ type ExportFeedback struct {
 
 // ReadExport reads the export work's feedback.
 func ReadExport(work *workv1.ManifestWork) ExportFeedback {
-	fb := ExportFeedback{URLs: map[int]string{}}
-	for _, c := range work.Status.Conditions {
-		if c.Type == workv1.WorkApplied && c.Status == metav1.ConditionFalse {
-			fb.Failed = "the work agent could not apply it: " + c.Message
-		}
+	got := workfeedback.Read(work, resourceExports)
+	fb := ExportFeedback{
+		Phase:   got.Values[feedbackPhase],
+		Reason:  got.Values[feedbackReason],
+		Message: got.Values[feedbackMessage],
+		Cert:    got.Values[feedbackCert],
+		URLs:    map[int]string{},
 	}
-	for _, mf := range work.Status.ResourceStatus.Manifests {
-		if mf.ResourceMeta.Resource != "virtualmachineexports" {
-			continue
-		}
-		for _, v := range mf.StatusFeedbacks.Values {
-			if v.Value.String == nil {
-				continue
-			}
-			val := *v.Value.String
-			switch {
-			case v.Name == feedbackPhase:
-				fb.Phase = val
-			case v.Name == feedbackReason:
-				fb.Reason = val
-			case v.Name == feedbackMessage:
-				fb.Message = val
-			case v.Name == feedbackCert:
-				fb.Cert = val
-			case strings.HasPrefix(v.Name, feedbackURL):
-				var i int
-				if _, err := fmt.Sscanf(v.Name, feedbackURL+"%d", &i); err == nil {
-					fb.URLs[i] = val
-				}
+	if got.NotApplied {
+		fb.Failed = "the work agent could not apply it: " + got.NotAppliedMessage
+	}
+	for name, val := range got.Values {
+		var i int
+		if strings.HasPrefix(name, feedbackURL) {
+			if _, err := fmt.Sscanf(name, feedbackURL+"%d", &i); err == nil {
+				fb.URLs[i] = val
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/workfeedback"
 )
 
 // A Live move runs KubeVirt 1.7's decentralized live migration through
@@ -25,6 +26,10 @@ import (
 const (
 	feedbackAddress = "address"
 	feedbackFailure = "failure"
+
+	// resourceMigrations is the resource of the migration, in a
+	// migration work.
+	resourceMigrations = "virtualmachineinstancemigrations"
 )
 
 // ReceiveWorkName and SendWorkName are the names of a Live move's works
@@ -53,7 +58,7 @@ func migrationWork(m *fleetv1alpha1.FleetVirtualMachineMove, cluster, name strin
 		Spec: workv1.ManifestWorkSpec{
 			Workload: workv1.ManifestsTemplate{Manifests: manifests},
 			ManifestConfigs: []workv1.ManifestConfigOption{{
-				ResourceIdentifier: workv1.ResourceIdentifier{Group: kubevirtv1.SchemeGroupVersion.Group, Resource: "virtualmachineinstancemigrations", Namespace: vm.Namespace, Name: mig.Name},
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: kubevirtv1.SchemeGroupVersion.Group, Resource: resourceMigrations, Namespace: vm.Namespace, Name: mig.Name},
 				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{
 					{Name: feedbackPhase, Path: ".status.phase"},
 					{Name: feedbackAddress, Path: ".status.synchronizationAddresses[0]"},
@@ -85,33 +90,11 @@ func SendWork(m *fleetv1alpha1.FleetVirtualMachineMove, vm types.NamespacedName,
 // migrationFeedback reads one migration work's feedback: phase, address
 // and failure reason, and why the work agent could not apply it.
 func migrationFeedback(work *workv1.ManifestWork) (phase, address, failure, notApplied string) {
-	if work == nil {
-		return "", "", "", ""
+	fb := workfeedback.Read(work, resourceMigrations)
+	if fb.NotApplied {
+		notApplied = "the work agent could not apply the migration: " + fb.NotAppliedMessage
 	}
-	for _, c := range work.Status.Conditions {
-		if c.Type == workv1.WorkApplied && c.Status == metav1.ConditionFalse {
-			notApplied = "the work agent could not apply the migration: " + c.Message
-		}
-	}
-	for _, mf := range work.Status.ResourceStatus.Manifests {
-		if mf.ResourceMeta.Resource != "virtualmachineinstancemigrations" {
-			continue
-		}
-		for _, v := range mf.StatusFeedbacks.Values {
-			if v.Value.String == nil {
-				continue
-			}
-			switch v.Name {
-			case feedbackPhase:
-				phase = *v.Value.String
-			case feedbackAddress:
-				address = *v.Value.String
-			case feedbackFailure:
-				failure = *v.Value.String
-			}
-		}
-	}
-	return phase, address, failure, notApplied
+	return fb.Values[feedbackPhase], fb.Values[feedbackAddress], fb.Values[feedbackFailure], notApplied
 }
 
 // ReadMigration is a Live move's migration state from its works (nil when
