@@ -7,7 +7,9 @@
 //   - IntentFor (intent.go) says whether the user's intent (cluster sets,
 //     environment, selector) includes a cluster.
 //   - Pick (pick.go) chooses a FleetVirtualMachine's new clusters from its
-//     shared candidate Placement's decision, balanced by ClusterLoad.
+//     shared candidate Placement's decision, balanced by ClusterLoad (or
+//     by free capacity first: FreeCapacity); it ranks a move's targets
+//     too, and kubectl fleetvm drain --dry-run a drain's likely ones.
 //   - ChooseOverlay (overlay.go) keeps a git source's overlay until a
 //     relabelled cluster's new environment has held for the grace period.
 //

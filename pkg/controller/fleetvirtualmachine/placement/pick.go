@@ -8,6 +8,9 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 // FleetVirtualMachines whose Placements would be the same (the same bound cluster sets, environment, selector,
@@ -92,6 +95,21 @@ func Pick(in PickInput) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// FreeCapacity is PickInput.Free for a FleetVirtualMachine's prioritizer:
+// for FreeCapacity, a cluster's free CPU plus free memory as its agent's
+// capacity score gives them (score returns the valid score's values; nil,
+// none or expired, ranks 0); for any other prioritizer nil, so Pick ranks
+// by load only.
+func FreeCapacity(p fleetv1alpha1.Prioritizer, score func(cluster string) map[string]int32) func(cluster string) int32 {
+	if p != fleetv1alpha1.PrioritizerFreeCapacity {
+		return nil
+	}
+	return func(cluster string) int32 {
+		s := score(cluster)
+		return s[capacity.ScoreCPUFree] + s[capacity.ScoreMemoryFree]
+	}
 }
 
 func tieBreak(key types.NamespacedName, cluster string) uint64 {

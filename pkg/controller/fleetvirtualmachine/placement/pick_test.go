@@ -7,6 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 // TestPickClusters: the clusters a FleetVirtualMachine is on stay in its
@@ -67,6 +70,33 @@ func TestPickClustersSpreadsTies(t *testing.T) {
 	for c, n := range count {
 		if n > 25 {
 			t.Errorf("cluster %s picked %d times of 100", c, n)
+		}
+	}
+}
+
+// TestFreeCapacity: the FreeCapacity prioritizer ranks a cluster by its
+// free CPU plus free memory, a cluster without a valid score by 0; the
+// others leave Free unset, so Pick ranks by load.
+func TestFreeCapacity(t *testing.T) {
+	scores := map[string]map[string]int32{
+		"roomy":   {capacity.ScoreCPUFree: 30, capacity.ScoreMemoryFree: 25, "other": 99},
+		"cpuOnly": {capacity.ScoreCPUFree: 40},
+	}
+	score := func(c string) map[string]int32 { return scores[c] }
+	free := FreeCapacity(fleetv1alpha1.PrioritizerFreeCapacity, score)
+	if free == nil {
+		t.Fatal("FreeCapacity: Free is nil")
+	}
+	got := map[string]int32{}
+	for _, c := range []string{"roomy", "cpuOnly", "unscored"} {
+		got[c] = free(c)
+	}
+	if diff := cmp.Diff(map[string]int32{"roomy": 55, "cpuOnly": 40, "unscored": 0}, got); diff != "" {
+		t.Errorf("free (-want,+got):\n%s", diff)
+	}
+	for _, p := range []fleetv1alpha1.Prioritizer{"", fleetv1alpha1.PrioritizerBalance, fleetv1alpha1.PrioritizerSteady} {
+		if FreeCapacity(p, score) != nil {
+			t.Errorf("prioritizer %q: Free is set, want nil (load only)", p)
 		}
 	}
 }
