@@ -63,6 +63,12 @@ type Cluster struct {
 	ValidUntil time.Time
 }
 
+// Expired tells whether the scores' validUntil has come by now
+// (capacity.Expired): the hub's pick reads them as no score.
+func (c Cluster) Expired(now time.Time) bool {
+	return !c.ValidUntil.IsZero() && !now.Before(c.ValidUntil)
+}
+
 // Input is one FleetVirtualMachine's placement, and the clusters of the
 // sets it may use.
 type Input struct {
@@ -132,7 +138,7 @@ func verdict(in Input, c Cluster, sel labels.Selector) Verdict {
 			return v
 		}
 		// As the hub's pick: an expired score is no score.
-		if !c.ValidUntil.IsZero() && !in.Now.Before(c.ValidUntil) {
+		if c.Expired(in.Now) {
 			v.Reason, v.Detail = NoAgent, fmt.Sprintf("the fleetvm-capacity score expired at %s: the fleetvm agent is not renewing it", c.ValidUntil.UTC().Format(time.RFC3339))
 			return v
 		}
