@@ -50,8 +50,12 @@ waits at most --timeout; the drain goes on after. undrain takes the taint off.
 --dry-run writes nothing and prints the plan: the copies in waves within the
 limits (--per-cluster, --per-node: give fleetvm-hub's --drain-moves-per-cluster
 and --drain-moves-per-node if it does not run with the defaults), each with the method it would move by and the cluster it would
-likely go to (the qualifying cluster, by kubectl fleetvm explain, with the
-fewest copies), or why it cannot move.`,
+likely go to, or why it cannot move. The likely target is the one the hub would
+pick for a move now: among the clusters kubectl fleetvm explain says qualify
+(not holding a copy, not draining), ranked as for a new copy by the FleetVM's
+prioritizer (Balance, Steady: fewest FleetVMs, counting the copies planned
+before; FreeCapacity: most free CPU and memory first), ties spread by a hash
+of the FleetVM's namespace and name.`,
 		Example: `  kubectl fleetvm drain prod-a --dry-run
   kubectl fleetvm drain prod-a --wait`,
 		Args: cobra.ExactArgs(1),
@@ -298,7 +302,7 @@ func (o *options) drainPlan(ctx context.Context, cluster string, do *drainOption
 		return err
 	}
 	in := planInput{Cluster: cluster, Limits: do.limits, FVMs: fvms,
-		Verdicts: map[types.NamespacedName][]explain.Verdict{}, Draining: map[string]bool{}, Live: map[string]bool{}}
+		Verdicts: map[types.NamespacedName][]explain.Verdict{}, Scores: map[string]map[string]int32{}, Draining: map[string]bool{}, Live: map[string]bool{}}
 	if draining(mc.Spec.Taints) {
 		in.Draining[cluster] = true
 	}
@@ -325,6 +329,9 @@ func (o *options) drainPlan(ctx context.Context, cluster string, do *drainOption
 				in.Draining[cl.Name] = true
 			}
 			in.Live[cl.Name] = cl.Labels[fleetv1alpha1.LabelLiveMigration] == "true"
+			if !cl.Expired(now) {
+				in.Scores[cl.Name] = cl.Scores
+			}
 		}
 	}
 	if in.Draining[cluster] {

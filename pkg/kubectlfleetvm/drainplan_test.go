@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/explain"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
@@ -56,10 +58,11 @@ func verdicts(reasons map[string]explain.Reason) []explain.Verdict {
 	return out
 }
 
-// TestPlanDrain: the waves keep the limits; the target is the qualifying
-// cluster with the fewest copies, the copies planned before counted, never
-// one holding a copy (a leaving one too) or one draining; a VM with data
-// of its own and one with nowhere to go say why.
+// TestPlanDrain: the waves keep the limits; the target is a qualifying
+// cluster (the fewest FleetVMs, the copies planned before counted: api
+// takes d, then c and d are equal for web), never one holding a copy (a
+// leaving one too) or one draining; a VM with data of its own and one with
+// nowhere to go say why.
 func TestPlanDrain(t *testing.T) {
 	db := placed("vms", "db", "a")
 	db.Spec.Template = &runtime.RawExtension{Raw: []byte(pvcTemplate)}
@@ -188,5 +191,127 @@ func TestPlanDrainLiveOrCold(t *testing.T) {
 		if len(rows) != 1 || rows[0].Method != tc.want || rows[0].To != "c" {
 			t.Errorf("live %v: %+v, want %s to c", tc.live, rows, tc.want)
 		}
+	}
+}
+
+// TestPlanDrainRanksAsTheHub: the likely target is the first of
+// placement.Pick's ranking, as the hub picks a move's target, where the
+// earlier rule (fewest copies, then by name) picked another: ties go by a
+// hash of the FleetVM's key, FreeCapacity ranks by the agents' free CPU
+// and memory before load, and a copy planned before counts on its target.
+func TestPlanDrainRanksAsTheHub(t *testing.T) {
+	freeCapacity := func(f fleetv1alpha1.FleetVirtualMachine) fleetv1alpha1.FleetVirtualMachine {
+		f.Spec.Placement.Prioritizer = fleetv1alpha1.PrioritizerFreeCapacity
+		return f
+	}
+	free := func(cpu, memory int32) map[string]int32 {
+		return map[string]int32{capacity.ScoreCPUFree: cpu, capacity.ScoreMemoryFree: memory}
+	}
+	cases := map[string]struct {
+		fvms   []fleetv1alpha1.FleetVirtualMachine
+		scores map[string]map[string]int32
+		// want is the target of each FleetVM on a, by name.
+		want map[string]string
+	}{
+		// The hash of vms/web ranks c before b (fewest copies, then by
+		// name: b).
+		"equal loads: the hash of the key, not the name": {
+			fvms: []fleetv1alpha1.FleetVirtualMachine{placed("vms", "web", "a")},
+			want: map[string]string{"web": "c"},
+		},
+		// b holds two FleetVMs, c none (fewest copies: c), and the hash
+		// of vms/web ranks c first too: only free capacity picks b.
+		"FreeCapacity: most free CPU and memory first, whatever the load": {
+			fvms: []fleetv1alpha1.FleetVirtualMachine{freeCapacity(placed("vms", "web", "a")),
+				placed("vms", "f1", "b"), placed("vms", "f2", "b")},
+			scores: map[string]map[string]int32{"b": free(30, 20), "c": free(10, 10)},
+			want:   map[string]string{"web": "b"},
+		},
+		"FreeCapacity: equal free capacity goes by load": {
+			fvms:   []fleetv1alpha1.FleetVirtualMachine{freeCapacity(placed("vms", "web", "a")), placed("vms", "f1", "c")},
+			scores: map[string]map[string]int32{"b": free(10, 10), "c": free(15, 5)},
+			want:   map[string]string{"web": "b"},
+		},
+		"FreeCapacity: a cluster without a valid score ranks last": {
+			fvms:   []fleetv1alpha1.FleetVirtualMachine{freeCapacity(placed("vms", "web", "a")), placed("vms", "f1", "b")},
+			scores: map[string]map[string]int32{"b": free(1, 0)},
+			want:   map[string]string{"web": "b"},
+		},
+		"Balance: free capacity does not rank": {
+			fvms:   []fleetv1alpha1.FleetVirtualMachine{placed("vms", "web", "a"), placed("vms", "f1", "b")},
+			scores: map[string]map[string]int32{"b": free(90, 90), "c": free(1, 1)},
+			want:   map[string]string{"web": "c"},
+		},
+		// api goes to b (its hash ranks b first); the hash of vms/svc
+		// ranks b first too, but api's planned copy makes b the fuller.
+		"a copy planned before counts on its target": {
+			fvms: []fleetv1alpha1.FleetVirtualMachine{placed("vms", "api", "a"), placed("vms", "svc", "a")},
+			want: map[string]string{"api": "b", "svc": "c"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := planInput{Cluster: "a", Limits: drain.DefaultLimits, FVMs: tc.fvms, Scores: tc.scores,
+				Verdicts: map[types.NamespacedName][]explain.Verdict{}}
+			for _, f := range tc.fvms {
+				in.Verdicts[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}] = verdicts(map[string]explain.Reason{
+					"a": explain.Runs, "b": explain.NotNeeded, "c": explain.NotNeeded})
+			}
+			got := map[string]string{}
+			for _, r := range planDrain(in) {
+				got[r.FleetVM] = r.To
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("targets (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDrainPlanReadsScores: drain --dry-run reads the agents' scores for
+// the hub's ranking: a FreeCapacity FleetVM's likely target is the
+// qualifying cluster with the most free CPU and memory (b), where the
+// fewest copies, or the hash of its key alone, would say c; a cluster
+// whose score expired does not qualify (d).
+func TestDrainPlanReadsScores(t *testing.T) {
+	set := &clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: clusterv1beta2.ManagedClusterSetSpec{ClusterSelector: clusterv1beta2.ManagedClusterSelector{SelectorType: clusterv1beta2.ExclusiveClusterSetLabel}}}
+	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "default"},
+		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "default"}}
+	objs := []client.Object{set, binding}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		objs = append(objs, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			clusterv1beta2.ClusterSetLabel: "default", "env": "prod"}}})
+	}
+	web := placed("vms", "web", "a")
+	web.Spec.Placement.Prioritizer = fleetv1alpha1.PrioritizerFreeCapacity
+	shape, ok := capacity.ShapeOf(&web)
+	if !ok {
+		t.Fatal("web has no shape")
+	}
+	score := func(cluster string, free int32, validUntil time.Time) *clusterv1alpha1.AddOnPlacementScore {
+		until := metav1.NewTime(validUntil)
+		return &clusterv1alpha1.AddOnPlacementScore{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName},
+			Status: clusterv1alpha1.AddOnPlacementScoreStatus{ValidUntil: &until, Scores: []clusterv1alpha1.AddOnPlacementScoreItem{
+				{Name: shape.Name(), Value: 3}, {Name: capacity.ScoreCPUFree, Value: free}, {Name: capacity.ScoreMemoryFree, Value: free}}}}
+	}
+	objs = append(objs, score("b", 30, now.Add(time.Hour)), score("c", 5, now.Add(time.Hour)), score("d", 90, now.Add(-time.Second)))
+	filler := placed("vms", "filler", "b")
+	objs = append(objs, &web, &filler)
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).Build()
+	var out bytes.Buffer
+	o := &options{client: c, out: &out, now: func() time.Time { return now }}
+	if err := o.drainPlan(t.Context(), "a", &drainOptions{limits: drain.DefaultLimits, envLabel: "env"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `Dry run, nothing changed. Draining a would move 1 copy in 1 wave (at most 5 at a time, 2 from one node).
+
+WAVE  NAMESPACE  FLEETVM  NODE  METHOD   TO  REASON
+1     vms        web      n1    Restart  b   -
+
+Summary: 1 copy, 1 with a target, 0 cannot move
+`
+	if diff := cmp.Diff(want, lines(out.String())); diff != "" {
+		t.Errorf("plan (-want,+got):\n%s", diff)
 	}
 }

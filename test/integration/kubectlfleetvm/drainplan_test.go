@@ -37,10 +37,12 @@ func publishFit(t *testing.T, cluster string, fvm *fleetv1alpha1.FleetVirtualMac
 }
 
 // TestDrainDryRun: the plan names, for each copy on the cluster, its wave,
-// its method and the qualifying cluster with the fewest copies (not one
-// draining, not one holding a copy already; the copies planned before
-// count, so api and web do not both go to the emptiest), or why it cannot
-// move; and nothing is written.
+// its method and the qualifying cluster the hub's pick ranks first (not
+// one draining, not one holding a copy already), or why it cannot move;
+// and nothing is written. plan-c and plan-e hold no copy: the hash of
+// api's key ranks plan-e first (fewest copies, then by name, said
+// plan-c), and web, whose hash ranks plan-e first too, goes to plan-c
+// because api's copy planned before counts on plan-e.
 func TestDrainDryRun(t *testing.T) {
 	registerClusters(t, "plan", "plan-a", "plan-b", "plan-c", "plan-d", "plan-e")
 	ns := namespace(t, "drain-plan")
@@ -94,10 +96,10 @@ func TestDrainDryRun(t *testing.T) {
 	want := `Dry run, nothing changed. Draining plan-a would move 4 copies in 3 waves (at most 5 at a time, 1 from one node).
 
 WAVE  NAMESPACE   FLEETVM  NODE    METHOD   TO      REASON
-1     drain-plan  api      node-1  Restart  plan-c  -
+1     drain-plan  api      node-1  Restart  plan-e  -
 1     drain-plan  db       node-2  -        -       the VM keeps data of its own that no method can move: volume data: PersistentVolumeClaim db-data is not made by the VM, so the target cannot make it
 2     drain-plan  lonely   node-1  Restart  -       no other cluster qualifies (kubectl fleetvm explain lonely -n drain-plan)
-3     drain-plan  web      node-1  Restart  plan-e  -
+3     drain-plan  web      node-1  Restart  plan-c  -
 
 Summary: 4 copies, 2 with a target, 2 cannot move
 `
