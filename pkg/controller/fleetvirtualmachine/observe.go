@@ -288,12 +288,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 			return s != nil && !scored
 		}
 	}
-	if fvm.Spec.Placement.Prioritizer == fleetv1alpha1.PrioritizerFreeCapacity {
-		in.Free = func(c string) int32 {
-			s := score(c)
-			return s[capacity.ScoreCPUFree] + s[capacity.ScoreMemoryFree]
-		}
-	}
+	in.Free = placement.FreeCapacity(fvm.Spec.Placement.Prioritizer, score)
 	obs.Decision = placement.Pick(in)
 	obs.pick = &in
 	return nil
