@@ -131,6 +131,34 @@ func TestMove(t *testing.T) {
 	})
 }
 
+// TestMoveCold moves a VM with a data disk of its own between the two
+// prod clusters with real Argo CD, its data carried.
+func TestMoveCold(t *testing.T) {
+	checkArgoCD(t)
+	ColdMoveSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-move-cold",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}
+
+// TestMoveLive live-migrates a VM with a data disk of its own between the
+// two prod clusters with real Argo CD, its data carried.
+func TestMoveLive(t *testing.T) {
+	checkArgoCD(t)
+	LiveMoveSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-move-live",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}
+
 // TestExamples applies examples/ as `make run` does and waits for all of
 // them to be Ready; the git example must pick each cluster's overlay.
 func TestExamples(t *testing.T) {

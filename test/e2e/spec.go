@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +21,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -460,8 +463,14 @@ func deleteFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualM
 	if err := in.Hub.Delete(t.Context(), fvm); err != nil {
 		t.Fatalf("delete FleetVirtualMachine: %v", err)
 	}
+	start, told := time.Now(), false
 	err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
 		err := in.Hub.Get(ctx, client.ObjectKeyFromObject(fvm), &fleetv1alpha1.FleetVirtualMachine{})
+		if err == nil && !told && time.Since(start) > time.Minute {
+			// A deletion this slow is worth a look even if it ends.
+			told = true
+			t.Logf("FleetVirtualMachine %s still there after %s; on the clusters:\n%s", vmKey(fvm), time.Since(start).Round(time.Second), leftOn(in, fvm.Namespace))
+		}
 		if err == nil {
 			return fmt.Errorf("FleetVirtualMachine still there")
 		}
@@ -480,8 +489,42 @@ func deleteFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualM
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("FleetVirtualMachine %s deleted: %v", vmKey(fvm), err)
+		t.Fatalf("FleetVirtualMachine %s deleted: %v; left on the clusters:\n%s", vmKey(fvm), err, leftOn(in, fvm.Namespace))
 	}
+}
+
+// leftOn lists what the namespace still holds on each cluster of the
+// VM's kinds (VMs, instances, DataVolumes, claims), with what holds each:
+// its finalizers, its deletion, its owners. A deletion that did not end
+// says where it stuck.
+func leftOn(in LifecycleInput, namespace string) string {
+	var b strings.Builder
+	kinds := []schema.GroupVersionKind{
+		kubevirtv1.VirtualMachineGroupVersionKind, kubevirtv1.VirtualMachineInstanceGroupVersionKind,
+		{Group: "cdi.kubevirt.io", Version: "v1beta1", Kind: "DataVolume"}, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+	}
+	for _, cluster := range slices.Sorted(maps.Keys(in.Spokes)) {
+		for _, gvk := range kinds {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := in.Spokes[cluster].List(ctx, list, client.InNamespace(namespace))
+			cancel()
+			if err != nil {
+				fmt.Fprintf(&b, "  %s: list %s: %v\n", cluster, gvk.Kind, err)
+				continue
+			}
+			for _, o := range list.Items {
+				var owners []string
+				for _, r := range o.GetOwnerReferences() {
+					owners = append(owners, r.Kind+"/"+r.Name)
+				}
+				fmt.Fprintf(&b, "  %s: %s %s deleting=%t finalizers=%v owners=%v\n", cluster, gvk.Kind, o.GetName(),
+					o.GetDeletionTimestamp() != nil, o.GetFinalizers(), owners)
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitFVM polls the FleetVirtualMachine until check returns nil.

@@ -15,11 +15,15 @@ const controllerManagerName = "kube-controller-manager"
 // without them nothing finishes a foreground deletion (Argo CD deletes an
 // Application's resources with foreground propagation: the object waits
 // for the garbage collector to remove its foregroundDeletion finalizer) or
-// empties a deleted namespace.
-var gcControllers = "garbage-collector-controller,namespace-controller"
+// empties a deleted namespace. The claim protection controller takes
+// kubernetes.io/pvc-protection off a deleted claim no pod uses: in a
+// foreground deletion the collector deletes a VM's DataVolume claims while
+// the DataVolume waits for them, and without it the VM waits for ever.
+var gcControllers = "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller"
 
 // startControllerManagers runs kube-controller-manager, with the garbage
-// collector and namespace controllers only, against every cluster.
+// collector, namespace and claim protection controllers only, against
+// every cluster.
 func startControllerManagers(bin, logDir string, clusters []*fleetenv.Cluster) ([]*process, error) {
 	if err := requireFiles(bin, controllerManagerName); err != nil {
 		return nil, err

@@ -10,8 +10,8 @@
 // What stands in for something real, and why:
 //   - spokes have no kubelet: nodes are API objects, and the KubeVirt
 //     simulator (pkg/simulator) plays KubeVirt and CDI; of
-//     kube-controller-manager, only the garbage collector and namespace
-//     controller run (real, built like kube-apiserver);
+//     kube-controller-manager, only the garbage collector, namespace and
+//     claim protection controllers run (real, built like kube-apiserver);
 //   - GitOpsClusterStandIn plays OCM's GitOpsCluster controller, which
 //     cannot be built with this project's dependencies;
 //   - a ValidatingAdmissionPolicy on each spoke plays CDI's and KubeVirt's
@@ -248,7 +248,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 		return f, fmt.Errorf("serve FleetVM webhooks: %w", err)
 	}
 
-	progress("starting kube-controller-manager (garbage collector, namespace controller) for every cluster")
+	progress("starting kube-controller-manager (garbage collector, namespace and claim protection controllers) for every cluster")
 	all := append([]*fleetenv.Cluster{env.Hub}, env.Spokes...)
 	if f.controllerManagers, err = startControllerManagers(bin, f.LogDir, all); err != nil {
 		return f, err
