@@ -36,18 +36,7 @@ func MoveSpec(t *testing.T, in LifecycleInput) {
 	if to == from {
 		t.Fatalf("moved from %s to itself", from)
 	}
-	waitFVM(t, in, fvm, "running on "+to+" only", func(f *fleetv1alpha1.FleetVirtualMachine) error {
-		if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
-			return err
-		}
-		if len(f.Status.Clusters) != 1 || f.Status.Clusters[0].Cluster != to {
-			return fmt.Errorf("clusters %s, want %s only", describeClusters(f), to)
-		}
-		if c := f.Status.Clusters[0]; c.SyncStatus != string(argov1alpha1.SyncStatusCodeSynced) || c.Health != "Healthy" {
-			return fmt.Errorf("on %s Argo CD is %s/%s", to, c.SyncStatus, c.Health)
-		}
-		return nil
-	})
+	waitRunsOnlyOn(t, in, fvm, to)
 	waitSpoke(t, in, from, "the source's copy deleted", func(ctx context.Context, c client.Client) error {
 		if vm := getVM(t, in, from, fvm); vm != nil {
 			return fmt.Errorf("VM still there (deleting: %v)", vm.DeletionTimestamp != nil)
@@ -191,18 +180,7 @@ func dataMoveSpec(t *testing.T, in LifecycleInput, method fleetv1alpha1.MoveMeth
 		}
 		return nil
 	})
-	waitFVM(t, in, fvm, "running on "+to+" only, synced", func(f *fleetv1alpha1.FleetVirtualMachine) error {
-		if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
-			return err
-		}
-		if len(f.Status.Clusters) != 1 || f.Status.Clusters[0].Cluster != to {
-			return fmt.Errorf("clusters %s, want %s only", describeClusters(f), to)
-		}
-		if c := f.Status.Clusters[0]; c.SyncStatus != string(argov1alpha1.SyncStatusCodeSynced) || c.Health != "Healthy" {
-			return fmt.Errorf("on %s Argo CD is %s/%s", to, c.SyncStatus, c.Health)
-		}
-		return nil
-	})
+	waitRunsOnlyOn(t, in, fvm, to)
 	waitSpoke(t, in, to, "the VM's own definition again", func(ctx context.Context, c client.Client) error {
 		vm := getVM(t, in, to, fvm)
 		if vm == nil || len(vm.Spec.DataVolumeTemplates) != 1 || vm.Spec.DataVolumeTemplates[0].Spec.Source == nil ||
@@ -222,4 +200,22 @@ func dataMoveSpec(t *testing.T, in LifecycleInput, method fleetv1alpha1.MoveMeth
 		method, from, to, s.CompletionTime.Sub(s.StartTime.Time).Round(time.Second), from, to,
 		s.ReadyTime.Sub(s.StoppedTime.Time).Round(time.Second), phases)
 	deleteFVM(t, in, fvm)
+}
+
+// waitRunsOnlyOn waits until the FleetVirtualMachine is Ready on cluster
+// to only, synced and healthy there.
+func waitRunsOnlyOn(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine, to string) {
+	t.Helper()
+	waitFVM(t, in, fvm, "running on "+to+" only, synced", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+		if err := readyWithReason(f, fleetv1alpha1.ReasonAllReady); err != nil {
+			return err
+		}
+		if len(f.Status.Clusters) != 1 || f.Status.Clusters[0].Cluster != to {
+			return fmt.Errorf("clusters %s, want %s only", describeClusters(f), to)
+		}
+		if c := f.Status.Clusters[0]; c.SyncStatus != string(argov1alpha1.SyncStatusCodeSynced) || c.Health != "Healthy" {
+			return fmt.Errorf("on %s Argo CD is %s/%s", to, c.SyncStatus, c.Health)
+		}
+		return nil
+	})
 }
