@@ -21,6 +21,8 @@
 package fleetvirtualmachine
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"sync"
@@ -64,6 +66,9 @@ type Reconciler struct {
 	// load counts FleetVirtualMachines per cluster, for picking from
 	// candidate Placements (SetupWithManager).
 	load *placement.ClusterLoad
+	// arriving counts the copies placed on each cluster that its capacity
+	// score does not show yet (SetupWithManager).
+	arriving *placement.Arriving
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
@@ -171,12 +176,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, s.err()
 	}
 	result := r.deliver(ctx, s) // 5. act
+	if s.obs != nil && s.obs.heldByArrivals && (result.RequeueAfter == 0 || result.RequeueAfter > arrivalsRecheck) {
+		result.RequeueAfter = arrivalsRecheck
+	}
 	r.alarms.set(req.NamespacedName, s.outcome.LookAgain)
 	r.alarms.setFor(req.NamespacedName, alarmMove, s.moves.LookAgain())
 	if err := s.err(); err != nil {
 		return ctrl.Result{}, err
 	}
 	return result, nil
+}
+
+// arrivalsRecheck is how soon a FleetVirtualMachine held back by copies
+// arriving on a cluster looks again: they start (the agent's next score
+// shows them) or fail there (their room is free again) without an event
+// for it. Real time, as the agents' reports are.
+const arrivalsRecheck = 5 * time.Second
+
+// trackArrivals records the clusters a FleetVirtualMachine's copies are
+// arriving on (placement.Arriving).
+func (r *Reconciler) trackArrivals(fvm *fleetv1alpha1.FleetVirtualMachine, deleted bool) {
+	var clusters []string
+	if !deleted {
+		clusters = placement.ArrivingClusters(fvm)
+	}
+	var shape capacity.Shape
+	ok := false
+	if len(clusters) > 0 {
+		shape, ok = r.shapes.Of(fvm)
+	}
+	r.arriving.Set(client.ObjectKeyFromObject(fvm), clusters, shape, ok)
 }
 
 // statusClusters are the clusters a FleetVirtualMachine's status lists.

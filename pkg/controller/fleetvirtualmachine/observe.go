@@ -60,6 +60,10 @@ type observation struct {
 	Reports map[string]*fleetv1alpha1.VMState
 	// pick is how Decision was picked (nil: not picked), for the moves.
 	pick *placement.PickInput
+	// heldByArrivals: a candidate's score lets the VM in, but copies
+	// still arriving there take that room (placement.Arriving); the
+	// reconcile looks again shortly, as they start or fail.
+	heldByArrivals bool
 }
 
 // observe reads everything the decision and the status need. Reads come
@@ -281,7 +285,11 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		return scores[cluster]
 	}
 	if shape, ok := r.shapes.Of(fvm); ok {
-		in.Fits = func(c string) bool { return score(c)[shape.Name()] >= 1 }
+		in.Fits = func(c string) bool {
+			fits, held := r.arriving.Fits(c, shape, score(c)[shape.Name()])
+			obs.heldByArrivals = obs.heldByArrivals || held
+			return fits
+		}
 		in.Unscored = func(c string) bool {
 			s := score(c)
 			_, scored := s[shape.Name()]

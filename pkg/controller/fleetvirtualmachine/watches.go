@@ -73,6 +73,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 	}
 	r.load = placement.NewClusterLoad()
+	r.arriving = placement.NewArriving()
 	loads := handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.trackLoad(e.Object, false)
@@ -186,12 +187,14 @@ func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []r
 	}
 }
 
-// trackLoad counts a FleetVirtualMachine on the clusters its status lists.
+// trackLoad counts a FleetVirtualMachine on the clusters its status
+// lists, and where its copies are arriving.
 func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
 	fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine)
 	if !ok {
 		return
 	}
+	r.trackArrivals(fvm, deleted)
 	if deleted {
 		r.load.Set(client.ObjectKeyFromObject(fvm), nil)
 		return

@@ -1,0 +1,125 @@
+package placement
+
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+)
+
+// Arriving counts, per cluster, the CPU and memory of the copies the hub
+// placed there that are not on a node yet: recorded, but still Pending,
+// WaitingForImage, Provisioning or Starting. The agent's capacity score
+// does not show them until their instance is scheduled and the agent
+// scores again, so without them a burst of FleetVirtualMachines would all
+// fit into the room one score shows: 100 one-CPU VMs placed in a second
+// on a cluster whose score says 80 fit, 20 of them Unschedulable there
+// while other clusters had room. kube-scheduler does the same with the
+// pods it has assumed on a node until its informer sees them bound.
+//
+// It is counted from each FleetVirtualMachine's status (the watch and
+// this controller's own status writes), so a hub that restarts counts
+// again what its clusters have not reported running. What is left: the
+// moment between a copy's report saying it started and the agent's next
+// score, which the score's debounce keeps short.
+type Arriving struct {
+	mu  sync.Mutex
+	by  map[types.NamespacedName]arrival
+	cpu map[string]int64 // millicores, by cluster
+	mem map[string]int64 // bytes, by cluster
+}
+
+type arrival struct {
+	clusters []string
+	cpu, mem int64
+}
+
+func NewArriving() *Arriving {
+	return &Arriving{by: map[types.NamespacedName]arrival{}, cpu: map[string]int64{}, mem: map[string]int64{}}
+}
+
+// ArrivingClusters are the clusters a FleetVirtualMachine's status lists
+// whose copy is placed and not on a node yet.
+func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
+	var out []string
+	for _, c := range fvm.Status.Clusters {
+		switch c.Phase {
+		case fleetv1alpha1.ClusterPhasePending, fleetv1alpha1.ClusterPhaseWaitingForImage,
+			fleetv1alpha1.ClusterPhaseProvisioning, fleetv1alpha1.ClusterPhaseStarting:
+			if c.LeavingSince == nil && c.RemovingSince == nil {
+				out = append(out, c.Cluster)
+			}
+		}
+	}
+	return out
+}
+
+// Set records the clusters a FleetVirtualMachine of shape is arriving on
+// (none, or no shape: it is forgotten).
+func (a *Arriving) Set(key types.NamespacedName, clusters []string, shape capacity.Shape, ok bool) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, had := a.by[key]; had {
+		for _, c := range old.clusters {
+			if a.cpu[c] -= old.cpu; a.cpu[c] <= 0 {
+				delete(a.cpu, c)
+			}
+			if a.mem[c] -= old.mem; a.mem[c] <= 0 {
+				delete(a.mem, c)
+			}
+		}
+		delete(a.by, key)
+	}
+	cpu, mem := shape.CPU.MilliValue(), shape.Memory.Value()
+	if len(clusters) == 0 || !ok || cpu <= 0 && mem <= 0 {
+		return
+	}
+	a.by[key] = arrival{clusters: slices.Clone(clusters), cpu: cpu, mem: mem}
+	for _, c := range clusters {
+		a.cpu[c] += cpu
+		a.mem[c] += mem
+	}
+}
+
+// Slots is how many VMs of shape the copies arriving on a cluster take
+// from the room its score shows: their CPU and their memory in VMs of
+// that shape, whichever is more, rounded up. A shape without CPU and
+// memory (a VM from git, fitted by its networks only) takes none.
+func (a *Arriving) Slots(cluster string, shape capacity.Shape) int32 {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	cpu, mem := a.cpu[cluster], a.mem[cluster]
+	a.mu.Unlock()
+	var slots int64
+	if per := shape.CPU.MilliValue(); per > 0 {
+		slots = max(slots, ceilDiv(cpu, per))
+	}
+	if per := shape.Memory.Value(); per > 0 {
+		slots = max(slots, ceilDiv(mem, per))
+	}
+	return int32(min(slots, int64(capacity.MaxScore)+1))
+}
+
+// Fits tells whether a VM of shape fits a cluster whose score says fit of
+// them do, once the copies arriving there are taken from it; held: the
+// score alone would let it in. A score at OCM's cap (capacity.MaxScore)
+// says "at least that many": arrivals are not taken from it.
+func (a *Arriving) Fits(cluster string, shape capacity.Shape, fit int32) (fits, held bool) {
+	if fit < 1 {
+		return false, false
+	}
+	if fit >= capacity.MaxScore || fit-a.Slots(cluster, shape) >= 1 {
+		return true, false
+	}
+	return false, true
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

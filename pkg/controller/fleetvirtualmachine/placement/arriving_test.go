@@ -1,0 +1,126 @@
+package placement
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
+)
+
+func shapeOf(cpu, mem string) capacity.Shape {
+	return capacity.Shape{CPU: resource.MustParse(cpu), Memory: resource.MustParse(mem)}
+}
+
+// TestArrivingBurst: 100 one-CPU FleetVirtualMachines picked one after
+// the other, as a burst is, from a candidate decision that holds one
+// cluster whose score (not renewed during the burst) says 80 fit. The
+// first 80 go there; the other 20 are held back, not placed where they
+// would be Unschedulable. Without the arrivals all 100 went there.
+func TestArrivingBurst(t *testing.T) {
+	shape := shapeOf("1", "1Gi")
+	for _, tc := range []struct {
+		name     string
+		arriving *Arriving
+		placed   int
+	}{
+		{name: "arrivals counted", arriving: NewArriving(), placed: 80},
+		{name: "score alone", arriving: nil, placed: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			load := NewClusterLoad()
+			placed, held := 0, 0
+			for i := range 100 {
+				key := types.NamespacedName{Namespace: "restore", Name: fmt.Sprintf("vm-%03d", i)}
+				heldNow := false
+				got := Pick(PickInput{Key: key, Desired: ptr.To[int32](1), Candidates: []string{"prod-c"}, Load: load.Of,
+					Fits: func(c string) bool {
+						fits, h := tc.arriving.Fits(c, shape, 80)
+						heldNow = heldNow || h
+						return fits
+					}})
+				if len(got) == 0 {
+					if !heldNow && tc.arriving != nil {
+						t.Errorf("%s: not placed and not held by arrivals", key)
+					}
+					held++
+					continue
+				}
+				placed++
+				load.Set(key, got)
+				tc.arriving.Set(key, got, shape, true)
+			}
+			if placed != tc.placed || held != 100-tc.placed {
+				t.Errorf("placed %d, held %d; want %d, %d", placed, held, tc.placed, 100-tc.placed)
+			}
+		})
+	}
+}
+
+// TestArrivingSlots: arrivals take room in VMs of the asked shape by CPU
+// or memory, whichever takes more; they leave once started or forgotten.
+func TestArrivingSlots(t *testing.T) {
+	a := NewArriving()
+	a.Set(types.NamespacedName{Name: "big"}, []string{"a", "b"}, shapeOf("4", "2Gi"), true)
+	a.Set(types.NamespacedName{Name: "fat"}, []string{"a"}, shapeOf("500m", "9Gi"), true)
+	a.Set(types.NamespacedName{Name: "git"}, []string{"a"}, capacity.Shape{Networks: []string{"ns/net"}}, true)
+	a.Set(types.NamespacedName{Name: "noshape"}, []string{"a"}, capacity.Shape{}, false)
+	got := map[string]int32{
+		"a 1 CPU 1Gi":   a.Slots("a", shapeOf("1", "1Gi")),  // 4.5 CPU, 11 Gi: 11
+		"a 2 CPU 16Gi":  a.Slots("a", shapeOf("2", "16Gi")), // 3 by CPU, 1 by memory
+		"b 1 CPU 1Gi":   a.Slots("b", shapeOf("1", "1Gi")),  // 4 by CPU
+		"c 1 CPU 1Gi":   a.Slots("c", shapeOf("1", "1Gi")),  // none
+		"a no capacity": a.Slots("a", capacity.Shape{Networks: []string{"ns/net"}}),
+	}
+	want := map[string]int32{"a 1 CPU 1Gi": 11, "a 2 CPU 16Gi": 3, "b 1 CPU 1Gi": 4, "c 1 CPU 1Gi": 0, "a no capacity": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slots (-want,+got):\n%s", diff)
+	}
+	a.Set(types.NamespacedName{Name: "big"}, nil, capacity.Shape{}, false)
+	a.Set(types.NamespacedName{Name: "fat"}, []string{"b"}, shapeOf("500m", "9Gi"), true)
+	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 0 {
+		t.Errorf("a after big started and fat left it: %d slots, want 0", got)
+	}
+	if got := a.Slots("b", shapeOf("1", "1Gi")); got != 9 {
+		t.Errorf("b: %d slots, want 9 (fat's memory)", got)
+	}
+	// A score at OCM's cap says "at least 100": arrivals are not taken
+	// from it.
+	for i := range 200 {
+		a.Set(types.NamespacedName{Name: fmt.Sprintf("n-%d", i)}, []string{"b"}, shapeOf("1", "1Gi"), true)
+	}
+	if fits, held := a.Fits("b", shapeOf("1", "1Gi"), capacity.MaxScore); !fits || held {
+		t.Errorf("a capped score: fits %v held %v, want it to fit", fits, held)
+	}
+	if fits, held := a.Fits("b", shapeOf("1", "1Gi"), 0); fits || held {
+		t.Errorf("a score of 0: fits %v held %v, want neither", fits, held)
+	}
+}
+
+// TestArrivingClusters: a copy arrives until it is on a node (Running,
+// Stopping, Stopped, Failed or Unknown take no room the score does not
+// show), and not while it leaves.
+func TestArrivingClusters(t *testing.T) {
+	now := metav1.Now()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{Status: fleetv1alpha1.FleetVirtualMachineStatus{Clusters: []fleetv1alpha1.ClusterStatus{
+		{Cluster: "pending", Phase: fleetv1alpha1.ClusterPhasePending},
+		{Cluster: "image", Phase: fleetv1alpha1.ClusterPhaseWaitingForImage},
+		{Cluster: "provisioning", Phase: fleetv1alpha1.ClusterPhaseProvisioning},
+		{Cluster: "starting", Phase: fleetv1alpha1.ClusterPhaseStarting},
+		{Cluster: "running", Phase: fleetv1alpha1.ClusterPhaseRunning},
+		{Cluster: "failed", Phase: fleetv1alpha1.ClusterPhaseFailed},
+		{Cluster: "stopped", Phase: fleetv1alpha1.ClusterPhaseStopped},
+		{Cluster: "unknown", Phase: fleetv1alpha1.ClusterPhaseUnknown},
+		{Cluster: "leaving", Phase: fleetv1alpha1.ClusterPhasePending, LeavingSince: &now},
+	}}}
+	want := []string{"pending", "image", "provisioning", "starting"}
+	if diff := cmp.Diff(want, ArrivingClusters(fvm)); diff != "" {
+		t.Errorf("arriving (-want,+got):\n%s", diff)
+	}
+}
