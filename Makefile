@@ -44,6 +44,11 @@ KUBE_CONTROLLER_MANAGER := $(BIN)/kube-controller-manager
 # its controllers and repo server, the helm and kustomize the repo server
 # runs, and miniredis (Redis in Go).
 ARGOCD_TOOLS   := $(BIN)/argocd $(BIN)/helm $(BIN)/kustomize $(BIN)/miniredis
+# What the integration suites and the benchmarks start (test/fleetenv): they
+# build fleetvm-hub themselves and run the chart through Helm's Go packages.
+# kube-controller-manager and Argo CD take most of a first build and only the
+# local fleet (make run, the e2e) starts them.
+INTEGRATION_BINARIES := $(KUBE_APISERVER) $(ETCD)
 
 # Test timeouts are generous bounds for a 2-core machine, not targets.
 TEST_TIMEOUT ?= 30m
@@ -131,7 +136,7 @@ test-unit: ## Unit tests only: no API server, with the race detector (well under
 	$(GO) test -count=1 $(UNIT_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: test-binaries ## Integration tests: real kube-apiservers and etcd, the real OCM scheduler and work agents, the chart, the benchmark smoke.
+test-integration: $(INTEGRATION_BINARIES) ## Integration tests: real kube-apiservers and etcd, the real OCM scheduler and work agents, the chart, the benchmark smoke.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(INTEGRATION_PKGS)
 
 .PHONY: test-e2e
@@ -139,13 +144,13 @@ test-e2e: test-binaries ## End-to-end tests on the local fleet with real Argo CD
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_PKGS)
 
 .PHONY: bench-aggregation
-bench-aggregation: test-binaries ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
+bench-aggregation: $(INTEGRATION_BINARIES) ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
 	$(GO) test -run '^$$' -bench BenchmarkAggregation -benchmem -benchtime $${BENCHTIME:-200x} -timeout 60m ./test/benchmark/aggregation/
 
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: $(KUBE_APISERVER) $(ETCD) ## Fleet benchmark (1000 clusters, real OCM scheduler, fleetvm-hub as its own process): table, and JSON in _output/bench/. BENCH_SCALE=0.1 for a quick run.
+bench: $(INTEGRATION_BINARIES) ## Fleet benchmark (1000 clusters, real OCM scheduler, fleetvm-hub as its own process): table, and JSON in _output/bench/. BENCH_SCALE=0.1 for a quick run.
 	@# As the image builds it (Dockerfile): a cgo build of the same code
 	@# exports every symbol and maps about 30 MiB more of its binary.
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetvm-hub ./cmd/fleetvm-hub
@@ -153,7 +158,7 @@ bench: $(KUBE_APISERVER) $(ETCD) ## Fleet benchmark (1000 clusters, real OCM sch
 	$(BIN)/fleetvm-bench --hub $(BIN)/fleetvm-hub --out $(ROOT)/_output/bench $(BENCH_FLAGS)
 
 .PHONY: test-binaries
-test-binaries: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
+test-binaries: $(INTEGRATION_BINARIES) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 
 .PHONY: test-e2e-kind
 test-e2e-kind: $(HELM) ## Run the e2e spec on kind: hub + 2 clusters, OCM, Argo CD, KubeVirt (emulation), CDI, FleetVM's chart. Needs Docker.
