@@ -78,6 +78,14 @@ type Cluster struct {
 // 2-core machine; the wait ends as soon as they are served.
 const crdInstallWait = 2 * time.Minute
 
+// controlPlaneStartWait bounds how long each kube-apiserver and etcd may
+// take to answer its health check. envtest's default (20s) is too short
+// when a fleet starts four of each at once on a loaded 2-core machine: an
+// e2e run once failed at the start, kube-apiserver timed out five times
+// in a row, with the load average at 25. The wait ends as soon as they
+// answer.
+const controlPlaneStartWait = 2 * time.Minute
+
 // Fleet is a running hub and its spokes.
 type Fleet struct {
 	Hub    *Cluster
@@ -126,9 +134,10 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	f := &Fleet{Scheme: scheme, dir: dir, backgroundErrs: make(chan error, len(opts.Spokes))}
 
 	hubEnv := &envtest.Environment{
-		BinaryAssetsDirectory:   assets,
-		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
-		ControlPlaneStopTimeout: 20 * time.Second,
+		BinaryAssetsDirectory:    assets,
+		CRDInstallOptions:        envtest.CRDInstallOptions{Paths: crds.hub, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
+		ControlPlaneStartTimeout: controlPlaneStartWait,
+		ControlPlaneStopTimeout:  20 * time.Second,
 	}
 	if opts.HubWebhook != nil {
 		hubEnv.WebhookInstallOptions = *opts.HubWebhook
@@ -136,9 +145,10 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	f.Hub = &Cluster{Name: "hub", env: hubEnv}
 	for _, name := range opts.Spokes {
 		f.Spokes = append(f.Spokes, &Cluster{Name: name, env: &envtest.Environment{
-			BinaryAssetsDirectory:   assets,
-			CRDInstallOptions:       envtest.CRDInstallOptions{Paths: crds.spoke, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
-			ControlPlaneStopTimeout: 20 * time.Second,
+			BinaryAssetsDirectory:    assets,
+			CRDInstallOptions:        envtest.CRDInstallOptions{Paths: crds.spoke, ErrorIfPathMissing: true, MaxTime: crdInstallWait},
+			ControlPlaneStartTimeout: controlPlaneStartWait,
+			ControlPlaneStopTimeout:  20 * time.Second,
 		}})
 	}
 
