@@ -85,6 +85,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			r.trackLoad(e.Object, true)
 		},
 	}
+	// A score written after copies stopped arriving shows them
+	// (placement.Arriving.Scored).
+	scored := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.arriving.Scored(e.Object.GetNamespace())
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() {
+				r.arriving.Scored(e.ObjectNew.GetNamespace())
+			}
+		},
+	}
 	inArgo := builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetNamespace() == r.Config.ArgoNamespace
 	}))
@@ -155,6 +167,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(clusterChanged())).
 		Watches(&clusterv1alpha1.AddOnPlacementScore{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsWaitingForClusters),
 			builder.WithPredicates(r.scoresChanged())).
+		Watches(&clusterv1alpha1.AddOnPlacementScore{}, scored).
 		Watches(&clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfSet)).
 		Watches(&clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfBinding)).
 		Watches(&argov1alpha1.AppProject{}, handler.EnqueueRequestsFromMapFunc(r.fleetVMsOfProject), inArgo).

@@ -22,23 +22,31 @@ import (
 //
 // It is counted from each FleetVirtualMachine's status (the watch and
 // this controller's own status writes), so a hub that restarts counts
-// again what its clusters have not reported running. What is left: the
-// moment between a copy's report saying it started and the agent's next
-// score, which the score's debounce keeps short.
+// again what its clusters have not reported running. A copy that stops
+// arriving (it started, failed, or went) is still counted, settling,
+// until the hub sees the cluster's next score: a report that says the VM
+// runs comes before the score that shows its pod, and counting it out at
+// the report let a burst under load overfill the cluster again (1 run in
+// 9 of the VM-safety suite). Agents write their score at least every
+// half validity, so a settling copy is counted out within about 90 s even
+// when the cluster's capacity did not change.
 type Arriving struct {
-	mu  sync.Mutex
-	by  map[types.NamespacedName]arrival
-	cpu map[string]int64 // millicores, by cluster
-	mem map[string]int64 // bytes, by cluster
+	mu       sync.Mutex
+	by       map[types.NamespacedName]arrival
+	settling map[string][]resources // by cluster
+	cpu      map[string]int64       // millicores, by cluster
+	mem      map[string]int64       // bytes, by cluster
 }
 
 type arrival struct {
 	clusters []string
-	cpu, mem int64
+	resources
 }
 
+type resources struct{ cpu, mem int64 }
+
 func NewArriving() *Arriving {
-	return &Arriving{by: map[types.NamespacedName]arrival{}, cpu: map[string]int64{}, mem: map[string]int64{}}
+	return &Arriving{by: map[types.NamespacedName]arrival{}, settling: map[string][]resources{}, cpu: map[string]int64{}, mem: map[string]int64{}}
 }
 
 // ArrivingClusters are the clusters a FleetVirtualMachine's status lists
@@ -65,26 +73,58 @@ func (a *Arriving) Set(key types.NamespacedName, clusters []string, shape capaci
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, had := a.by[key]; had {
-		for _, c := range old.clusters {
-			if a.cpu[c] -= old.cpu; a.cpu[c] <= 0 {
-				delete(a.cpu, c)
-			}
-			if a.mem[c] -= old.mem; a.mem[c] <= 0 {
-				delete(a.mem, c)
-			}
-		}
-		delete(a.by, key)
-	}
 	cpu, mem := shape.CPU.MilliValue(), shape.Memory.Value()
-	if len(clusters) == 0 || !ok || cpu <= 0 && mem <= 0 {
+	if !ok || cpu <= 0 && mem <= 0 {
+		clusters = nil
+	}
+	old, had := a.by[key]
+	for _, c := range clusters {
+		if !had || !slices.Contains(old.clusters, c) {
+			a.cpu[c] += cpu
+			a.mem[c] += mem
+		}
+	}
+	// Those it no longer arrives on settle until the cluster's next score.
+	for _, c := range old.clusters {
+		if !slices.Contains(clusters, c) {
+			a.settling[c] = append(a.settling[c], old.resources)
+		}
+	}
+	if len(clusters) == 0 {
+		delete(a.by, key)
 		return
 	}
-	a.by[key] = arrival{clusters: slices.Clone(clusters), cpu: cpu, mem: mem}
-	for _, c := range clusters {
-		a.cpu[c] += cpu
-		a.mem[c] += mem
+	if had && (old.cpu != cpu || old.mem != mem) {
+		// A new shape on the same clusters: the old one settles there too.
+		for _, c := range clusters {
+			if slices.Contains(old.clusters, c) {
+				a.cpu[c] += cpu
+				a.mem[c] += mem
+				a.settling[c] = append(a.settling[c], old.resources)
+			}
+		}
 	}
+	a.by[key] = arrival{clusters: slices.Clone(clusters), resources: resources{cpu: cpu, mem: mem}}
+}
+
+// Scored counts out the copies settling on a cluster: the hub saw a score
+// the cluster's agent wrote after they stopped arriving, which shows
+// them.
+func (a *Arriving) Scored(cluster string) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.settling[cluster] {
+		if a.cpu[cluster] -= r.cpu; a.cpu[cluster] <= 0 {
+			delete(a.cpu, cluster)
+		}
+		if a.mem[cluster] -= r.mem; a.mem[cluster] <= 0 {
+			delete(a.mem, cluster)
+		}
+	}
+	delete(a.settling, cluster)
 }
 
 // Slots is how many VMs of shape the copies arriving on a cluster take

@@ -63,8 +63,38 @@ func TestArrivingBurst(t *testing.T) {
 	}
 }
 
+// TestArrivingUntilScored: 15 copies arrive on a cluster whose score
+// says 15 fit; 10 report running before the agent scores again. Counting
+// them out at that report let a burst under load put a 16th there (the
+// VM-safety suite, 1 run in 9): they count until the hub sees the
+// cluster's next score, which shows them.
+func TestArrivingUntilScored(t *testing.T) {
+	shape := shapeOf("1", "1536Mi")
+	a := NewArriving()
+	key := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "burst", Name: fmt.Sprintf("vm-%02d", i)}
+	}
+	for i := range 15 {
+		a.Set(key(i), []string{"prod-a"}, shape, true)
+	}
+	for i := range 10 {
+		a.Set(key(i), nil, shape, true) // Running
+	}
+	if fits, held := a.Fits("prod-a", shape, 15); fits || !held {
+		t.Fatalf("before the next score: fits %v held %v, want held", fits, held)
+	}
+	a.Scored("prod-a") // the score now says 5 fit
+	if fits, _ := a.Fits("prod-a", shape, 5); fits {
+		t.Errorf("after the next score, 5 arriving where 5 fit: fits")
+	}
+	if fits, _ := a.Fits("prod-a", shape, 6); !fits {
+		t.Errorf("after the next score, 5 arriving where 6 fit: does not fit")
+	}
+}
+
 // TestArrivingSlots: arrivals take room in VMs of the asked shape by CPU
-// or memory, whichever takes more; they leave once started or forgotten.
+// or memory, whichever takes more; once started or forgotten they settle
+// until the cluster's next score.
 func TestArrivingSlots(t *testing.T) {
 	a := NewArriving()
 	a.Set(types.NamespacedName{Name: "big"}, []string{"a", "b"}, shapeOf("4", "2Gi"), true)
@@ -82,13 +112,27 @@ func TestArrivingSlots(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slots (-want,+got):\n%s", diff)
 	}
+	// big starts everywhere, fat moves from a to b: they settle where
+	// they were until the hub sees that cluster's next score.
 	a.Set(types.NamespacedName{Name: "big"}, nil, capacity.Shape{}, false)
 	a.Set(types.NamespacedName{Name: "fat"}, []string{"b"}, shapeOf("500m", "9Gi"), true)
-	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 0 {
-		t.Errorf("a after big started and fat left it: %d slots, want 0", got)
+	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 11 {
+		t.Errorf("a before its next score: %d slots, want 11 (big and fat settling)", got)
 	}
+	a.Scored("a")
+	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 0 {
+		t.Errorf("a after its next score: %d slots, want 0", got)
+	}
+	if got := a.Slots("b", shapeOf("1", "1Gi")); got != 11 {
+		t.Errorf("b before its next score: %d slots, want 11 (big's 2Gi settling, fat's 9Gi arriving)", got)
+	}
+	a.Scored("b")
 	if got := a.Slots("b", shapeOf("1", "1Gi")); got != 9 {
-		t.Errorf("b: %d slots, want 9 (fat's memory)", got)
+		t.Errorf("b after its next score: %d slots, want 9 (fat's memory)", got)
+	}
+	a.Scored("b")
+	if got := a.Slots("b", shapeOf("1", "1Gi")); got != 9 {
+		t.Errorf("b after another score: %d slots, want 9 (fat still arriving)", got)
 	}
 	// A score at OCM's cap says "at least 100": arrivals are not taken
 	// from it.
