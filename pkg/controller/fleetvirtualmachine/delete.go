@@ -185,8 +185,9 @@ func (r *Reconciler) setDeletingCondition(ctx context.Context, fvm *fleetv1alpha
 func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self types.UID) error {
 	var errs []error
 	for _, set := range sets {
+		// Two at most, not copied, as cleanupTenant reads its namespace.
 		var users fleetv1alpha1.FleetVirtualMachineList
-		if err := r.Client.List(ctx, &users, client.MatchingFields{IndexClusterSet: set}); err != nil {
+		if err := r.Client.List(ctx, &users, client.MatchingFields{IndexClusterSet: set}, client.Limit(2), client.UnsafeDisableDeepCopy); err != nil {
 			errs = append(errs, fmt.Errorf("list FleetVirtualMachines of cluster set %s: %w", set, err))
 			continue
 		}
@@ -270,8 +271,10 @@ func (r *Reconciler) releaseCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	if !strings.HasPrefix(name, CandidatePlacementPrefix) {
 		return nil
 	}
+	// Not copied: read only. All of them are read, as the ones being
+	// deleted do not count.
 	var users fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &users, client.MatchingFields{IndexStatusPlacement: name}); err != nil {
+	if err := r.Client.List(ctx, &users, client.MatchingFields{IndexStatusPlacement: name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list FleetVirtualMachines of Placement %s: %w", name, err)
 	}
 	for i := range users.Items {
