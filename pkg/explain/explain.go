@@ -85,6 +85,10 @@ type Input struct {
 	Decided, Running []string
 	Clusters         []Cluster
 	Now              time.Time
+	// Arriving, when set, says how many VMs of the shape the copies on
+	// their way to a cluster take from the room its score shows (the
+	// hub's placement.Arriving); nil: none are counted.
+	Arriving func(cluster string) int32
 }
 
 // Verdict is one cluster's reason, with the detail that makes it
@@ -163,6 +167,12 @@ func byScores(in Input, c Cluster, v Verdict) Verdict {
 		}
 		v.Reason, v.Detail = NoRoom, "no node has room for "+what
 		return v
+	}
+	if fit := c.Scores[in.Shape.Name()]; in.Arriving != nil && fit < capacity.MaxScore {
+		if taken := in.Arriving(c.Name); fit-taken < 1 {
+			v.Reason, v.Detail = NoRoom, fmt.Sprintf("its score has room for %d, all taken by %d on their way there", fit, taken)
+			return v
+		}
 	}
 	v.Reason, v.Detail = NotNeeded, "qualifies; enough clusters were chosen"
 	return v

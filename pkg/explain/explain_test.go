@@ -103,3 +103,33 @@ func TestTolerations(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainArriving: a cluster whose room the copies on their way there
+// have taken says so, not "qualifies"; one with room left, or at the
+// score's cap, still qualifies.
+func TestExplainArriving(t *testing.T) {
+	shape := capacity.Shape{CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}
+	prod := map[string]string{"env": "prod"}
+	fit := func(n int32) map[string]int32 { return map[string]int32{shape.Name(): n} }
+	in := Input{
+		EnvironmentLabel: "env", Environment: "prod", Shape: &shape,
+		Clusters: []Cluster{
+			{Name: "taken", Labels: prod, Scores: fit(80)},
+			{Name: "room", Labels: prod, Scores: fit(81)},
+			{Name: "capped", Labels: prod, Scores: fit(capacity.MaxScore)},
+		},
+		Arriving: func(string) int32 { return 80 },
+	}
+	got, err := Explain(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Verdict{
+		{"capped", NotNeeded, "qualifies; enough clusters were chosen"},
+		{"room", NotNeeded, "qualifies; enough clusters were chosen"},
+		{"taken", NoRoom, "its score has room for 80, all taken by 80 on their way there"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Explain (-want,+got):\n%s", diff)
+	}
+}

@@ -53,6 +53,12 @@ func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVir
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}
 	in.Now, in.Decided, in.Running = now.Time, decision, outcome.InState(placement.Placed)
+	if in.Shape != nil {
+		// A cluster whose room copies on their way took says so, not
+		// "qualifies": the hub's pick skipped it for them.
+		shape := *in.Shape
+		in.Arriving = func(c string) int32 { return r.arriving.Slots(c, shape) }
+	}
 	verdicts, err := explain.Explain(in)
 	if err != nil {
 		return nil, nil, err
