@@ -196,16 +196,16 @@ const arrivalsRecheck = 5 * time.Second
 // trackArrivals records the clusters a FleetVirtualMachine's copies are
 // arriving on (placement.Arriving).
 func (r *Reconciler) trackArrivals(fvm *fleetv1alpha1.FleetVirtualMachine, deleted bool) {
-	var clusters []string
+	var clusters, landed []string
 	if !deleted {
-		clusters = placement.ArrivingClusters(fvm)
+		clusters, landed = placement.ArrivingClusters(fvm)
 	}
 	var shape capacity.Shape
 	ok := false
 	if len(clusters) > 0 {
 		shape, ok = r.shapes.Of(fvm)
 	}
-	r.arriving.Set(client.ObjectKeyFromObject(fvm), clusters, shape, ok)
+	r.arriving.Set(client.ObjectKeyFromObject(fvm), clusters, landed, shape, ok)
 }
 
 // statusClusters are the clusters a FleetVirtualMachine's status lists.

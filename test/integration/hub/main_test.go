@@ -190,6 +190,13 @@ func createFVM(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 	if err := fleet.Hub.Client.Create(t.Context(), fvm); err != nil {
 		t.Fatalf("create FleetVirtualMachine: %v", err)
 	}
+	// No agent runs here: its copies stay Pending, arriving, and would
+	// take the room the next test's clusters score.
+	t.Cleanup(func() {
+		if err := fleet.Hub.Client.Delete(context.Background(), fvm); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete FleetVirtualMachine %s/%s: %v", fvm.Namespace, fvm.Name, err)
+		}
+	})
 }
 
 // waitFor polls the FleetVirtualMachine until cond holds.

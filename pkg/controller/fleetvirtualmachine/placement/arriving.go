@@ -22,14 +22,17 @@ import (
 //
 // It is counted from each FleetVirtualMachine's status (the watch and
 // this controller's own status writes), so a hub that restarts counts
-// again what its clusters have not reported running. A copy that stops
-// arriving (it started, failed, or went) is still counted, settling,
-// until the hub sees the cluster's next score: a report that says the VM
-// runs comes before the score that shows its pod, and counting it out at
-// the report let a burst under load overfill the cluster again (1 run in
-// 9 of the VM-safety suite). Agents write their score at least every
-// half validity, so a settling copy is counted out within about 90 s even
-// when the cluster's capacity did not change.
+// again what its clusters have not reported running. A copy that lands
+// (its cluster reports it Running or Stopping: on a node) is still
+// counted, settling, until the hub sees the cluster's next score: a
+// report that says the VM runs comes before the score that shows its pod,
+// and counting it out at the report let a burst under load overfill the
+// cluster again (1 run in 9 of the VM-safety suite). Agents write their
+// score at least every half validity, so a settling copy is counted out
+// within about 90 s even when the cluster's capacity did not change. A
+// copy that stops arriving without landing (it failed, stopped, went, or
+// its FleetVirtualMachine was deleted) never took room there: it is
+// counted out at once. So is a halted VM's copy, which takes no room.
 type Arriving struct {
 	mu       sync.Mutex
 	by       map[types.NamespacedName]arrival
@@ -50,24 +53,36 @@ func NewArriving() *Arriving {
 }
 
 // ArrivingClusters are the clusters a FleetVirtualMachine's status lists
-// whose copy is placed and not on a node yet.
-func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) []string {
-	var out []string
+// whose copy is placed and not on a node yet (arriving), and those whose
+// copy is on a node (landed). A halted VM's copies take no room: none. A
+// FleetVirtualMachine being deleted has none arriving: they go too.
+func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) (arriving, landed []string) {
+	if fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted {
+		return nil, nil
+	}
+	deleting := fvm.DeletionTimestamp != nil
 	for _, c := range fvm.Status.Clusters {
+		if c.LeavingSince != nil || c.RemovingSince != nil {
+			continue
+		}
 		switch c.Phase {
 		case fleetv1alpha1.ClusterPhasePending, fleetv1alpha1.ClusterPhaseWaitingForImage,
 			fleetv1alpha1.ClusterPhaseProvisioning, fleetv1alpha1.ClusterPhaseStarting:
-			if c.LeavingSince == nil && c.RemovingSince == nil {
-				out = append(out, c.Cluster)
+			if !deleting {
+				arriving = append(arriving, c.Cluster)
 			}
+		case fleetv1alpha1.ClusterPhaseRunning, fleetv1alpha1.ClusterPhaseStopping:
+			landed = append(landed, c.Cluster)
 		}
 	}
-	return out
+	return arriving, landed
 }
 
 // Set records the clusters a FleetVirtualMachine of shape is arriving on
-// (none, or no shape: it is forgotten).
-func (a *Arriving) Set(key types.NamespacedName, clusters []string, shape capacity.Shape, ok bool) {
+// (none, or no shape: it is forgotten), and those it landed on: a copy
+// that stops arriving there settles until the cluster's next score;
+// elsewhere it is counted out at once.
+func (a *Arriving) Set(key types.NamespacedName, clusters, landed []string, shape capacity.Shape, ok bool) {
 	if a == nil {
 		return
 	}
@@ -84,10 +99,13 @@ func (a *Arriving) Set(key types.NamespacedName, clusters []string, shape capaci
 			a.mem[c] += mem
 		}
 	}
-	// Those it no longer arrives on settle until the cluster's next score.
 	for _, c := range old.clusters {
-		if !slices.Contains(clusters, c) {
+		switch {
+		case slices.Contains(clusters, c):
+		case slices.Contains(landed, c):
 			a.settling[c] = append(a.settling[c], old.resources)
+		default:
+			a.sub(c, old.resources)
 		}
 	}
 	if len(clusters) == 0 {
@@ -95,12 +113,13 @@ func (a *Arriving) Set(key types.NamespacedName, clusters []string, shape capaci
 		return
 	}
 	if had && (old.cpu != cpu || old.mem != mem) {
-		// A new shape on the same clusters: the old one settles there too.
+		// A new shape on the same clusters: it arrives instead of the
+		// old one, which never landed.
 		for _, c := range clusters {
 			if slices.Contains(old.clusters, c) {
 				a.cpu[c] += cpu
 				a.mem[c] += mem
-				a.settling[c] = append(a.settling[c], old.resources)
+				a.sub(c, old.resources)
 			}
 		}
 	}
@@ -117,14 +136,19 @@ func (a *Arriving) Scored(cluster string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.settling[cluster] {
-		if a.cpu[cluster] -= r.cpu; a.cpu[cluster] <= 0 {
-			delete(a.cpu, cluster)
-		}
-		if a.mem[cluster] -= r.mem; a.mem[cluster] <= 0 {
-			delete(a.mem, cluster)
-		}
+		a.sub(cluster, r)
 	}
 	delete(a.settling, cluster)
+}
+
+// sub counts r out of a cluster.
+func (a *Arriving) sub(cluster string, r resources) {
+	if a.cpu[cluster] -= r.cpu; a.cpu[cluster] <= 0 {
+		delete(a.cpu, cluster)
+	}
+	if a.mem[cluster] -= r.mem; a.mem[cluster] <= 0 {
+		delete(a.mem, cluster)
+	}
 }
 
 // Slots is how many VMs of shape the copies arriving on a cluster take

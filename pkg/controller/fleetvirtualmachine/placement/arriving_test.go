@@ -54,7 +54,7 @@ func TestArrivingBurst(t *testing.T) {
 				}
 				placed++
 				load.Set(key, got)
-				tc.arriving.Set(key, got, shape, true)
+				tc.arriving.Set(key, got, nil, shape, true)
 			}
 			if placed != tc.placed || held != 100-tc.placed {
 				t.Errorf("placed %d, held %d; want %d, %d", placed, held, tc.placed, 100-tc.placed)
@@ -75,10 +75,10 @@ func TestArrivingUntilScored(t *testing.T) {
 		return types.NamespacedName{Namespace: "burst", Name: fmt.Sprintf("vm-%02d", i)}
 	}
 	for i := range 15 {
-		a.Set(key(i), []string{"prod-a"}, shape, true)
+		a.Set(key(i), []string{"prod-a"}, nil, shape, true)
 	}
 	for i := range 10 {
-		a.Set(key(i), nil, shape, true) // Running
+		a.Set(key(i), nil, []string{"prod-a"}, shape, true) // Running
 	}
 	if fits, held := a.Fits("prod-a", shape, 15); fits || !held {
 		t.Fatalf("before the next score: fits %v held %v, want held", fits, held)
@@ -93,14 +93,15 @@ func TestArrivingUntilScored(t *testing.T) {
 }
 
 // TestArrivingSlots: arrivals take room in VMs of the asked shape by CPU
-// or memory, whichever takes more; once started or forgotten they settle
-// until the cluster's next score.
+// or memory, whichever takes more; once landed they settle until the
+// cluster's next score, and one that went before it landed is counted out
+// at once.
 func TestArrivingSlots(t *testing.T) {
 	a := NewArriving()
-	a.Set(types.NamespacedName{Name: "big"}, []string{"a", "b"}, shapeOf("4", "2Gi"), true)
-	a.Set(types.NamespacedName{Name: "fat"}, []string{"a"}, shapeOf("500m", "9Gi"), true)
-	a.Set(types.NamespacedName{Name: "git"}, []string{"a"}, capacity.Shape{Networks: []string{"ns/net"}}, true)
-	a.Set(types.NamespacedName{Name: "noshape"}, []string{"a"}, capacity.Shape{}, false)
+	a.Set(types.NamespacedName{Name: "big"}, []string{"a", "b"}, nil, shapeOf("4", "2Gi"), true)
+	a.Set(types.NamespacedName{Name: "fat"}, []string{"a"}, nil, shapeOf("500m", "9Gi"), true)
+	a.Set(types.NamespacedName{Name: "git"}, []string{"a"}, nil, capacity.Shape{Networks: []string{"ns/net"}}, true)
+	a.Set(types.NamespacedName{Name: "noshape"}, []string{"a"}, nil, capacity.Shape{}, false)
 	got := map[string]int32{
 		"a 1 CPU 1Gi":   a.Slots("a", shapeOf("1", "1Gi")),  // 4.5 CPU, 11 Gi: 11
 		"a 2 CPU 16Gi":  a.Slots("a", shapeOf("2", "16Gi")), // 3 by CPU, 1 by memory
@@ -112,12 +113,13 @@ func TestArrivingSlots(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slots (-want,+got):\n%s", diff)
 	}
-	// big starts everywhere, fat moves from a to b: they settle where
-	// they were until the hub sees that cluster's next score.
-	a.Set(types.NamespacedName{Name: "big"}, nil, capacity.Shape{}, false)
-	a.Set(types.NamespacedName{Name: "fat"}, []string{"b"}, shapeOf("500m", "9Gi"), true)
-	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 11 {
-		t.Errorf("a before its next score: %d slots, want 11 (big and fat settling)", got)
+	// big lands everywhere: it settles until the hub sees each cluster's
+	// next score. fat goes from a to b before it landed on a: it never
+	// took room on a.
+	a.Set(types.NamespacedName{Name: "big"}, nil, []string{"a", "b"}, capacity.Shape{}, false)
+	a.Set(types.NamespacedName{Name: "fat"}, []string{"b"}, nil, shapeOf("500m", "9Gi"), true)
+	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 4 {
+		t.Errorf("a before its next score: %d slots, want 4 (big settling)", got)
 	}
 	a.Scored("a")
 	if got := a.Slots("a", shapeOf("1", "1Gi")); got != 0 {
@@ -137,7 +139,7 @@ func TestArrivingSlots(t *testing.T) {
 	// A score at OCM's cap says "at least 100": arrivals are not taken
 	// from it.
 	for i := range 200 {
-		a.Set(types.NamespacedName{Name: fmt.Sprintf("n-%d", i)}, []string{"b"}, shapeOf("1", "1Gi"), true)
+		a.Set(types.NamespacedName{Name: fmt.Sprintf("n-%d", i)}, []string{"b"}, nil, shapeOf("1", "1Gi"), true)
 	}
 	if fits, held := a.Fits("b", shapeOf("1", "1Gi"), capacity.MaxScore); !fits || held {
 		t.Errorf("a capped score: fits %v held %v, want it to fit", fits, held)
@@ -148,8 +150,9 @@ func TestArrivingSlots(t *testing.T) {
 }
 
 // TestArrivingClusters: a copy arrives until it is on a node (Running,
-// Stopping, Stopped, Failed or Unknown take no room the score does not
-// show), and not while it leaves.
+// Stopping: landed; Stopped, Failed or Unknown take no room the score
+// does not show), and not while it leaves; a halted VM's copies take no
+// room.
 func TestArrivingClusters(t *testing.T) {
 	now := metav1.Now()
 	fvm := &fleetv1alpha1.FleetVirtualMachine{Status: fleetv1alpha1.FleetVirtualMachineStatus{Clusters: []fleetv1alpha1.ClusterStatus{
@@ -158,13 +161,52 @@ func TestArrivingClusters(t *testing.T) {
 		{Cluster: "provisioning", Phase: fleetv1alpha1.ClusterPhaseProvisioning},
 		{Cluster: "starting", Phase: fleetv1alpha1.ClusterPhaseStarting},
 		{Cluster: "running", Phase: fleetv1alpha1.ClusterPhaseRunning},
+		{Cluster: "stopping", Phase: fleetv1alpha1.ClusterPhaseStopping},
 		{Cluster: "failed", Phase: fleetv1alpha1.ClusterPhaseFailed},
 		{Cluster: "stopped", Phase: fleetv1alpha1.ClusterPhaseStopped},
 		{Cluster: "unknown", Phase: fleetv1alpha1.ClusterPhaseUnknown},
 		{Cluster: "leaving", Phase: fleetv1alpha1.ClusterPhasePending, LeavingSince: &now},
 	}}}
-	want := []string{"pending", "image", "provisioning", "starting"}
-	if diff := cmp.Diff(want, ArrivingClusters(fvm)); diff != "" {
+	arriving, landed := ArrivingClusters(fvm)
+	if diff := cmp.Diff([]string{"pending", "image", "provisioning", "starting"}, arriving); diff != "" {
 		t.Errorf("arriving (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"running", "stopping"}, landed); diff != "" {
+		t.Errorf("landed (-want,+got):\n%s", diff)
+	}
+	fvm.DeletionTimestamp = &now
+	arriving, landed = ArrivingClusters(fvm)
+	if arriving != nil || len(landed) != 2 {
+		t.Errorf("deleting: arriving %v, landed %v; want none arriving, 2 landed", arriving, landed)
+	}
+	fvm.DeletionTimestamp = nil
+	fvm.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
+	if arriving, landed := ArrivingClusters(fvm); arriving != nil || landed != nil {
+		t.Errorf("halted: arriving %v, landed %v; want none", arriving, landed)
+	}
+}
+
+// TestArrivingGoneBeforeLanding: copies that never landed (their
+// FleetVirtualMachine was deleted while they were Pending, or they failed
+// to start) never took room: they are counted out at once, not at the
+// next score, which a cluster without agent traffic may not write for a
+// while.
+func TestArrivingGoneBeforeLanding(t *testing.T) {
+	shape := shapeOf("1", "1Gi")
+	a := NewArriving()
+	for i := range 3 {
+		a.Set(types.NamespacedName{Name: fmt.Sprintf("vm-%d", i)}, []string{"prod-a"}, nil, shape, true)
+	}
+	if fits, held := a.Fits("prod-a", shape, 3); fits || !held {
+		t.Fatalf("3 arriving where 3 fit: fits %v held %v, want held", fits, held)
+	}
+	a.Set(types.NamespacedName{Name: "vm-0"}, nil, nil, capacity.Shape{}, false) // deleted
+	a.Set(types.NamespacedName{Name: "vm-1"}, nil, nil, shape, true)             // Failed
+	if got := a.Slots("prod-a", shape); got != 1 {
+		t.Errorf("after one deleted and one failed before landing: %d slots, want 1", got)
+	}
+	a.Set(types.NamespacedName{Name: "vm-2"}, []string{"prod-a"}, nil, shapeOf("2", "1Gi"), true) // resized while arriving
+	if got := a.Slots("prod-a", shape); got != 2 {
+		t.Errorf("after a resize while arriving: %d slots, want 2", got)
 	}
 }
