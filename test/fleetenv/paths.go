@@ -12,8 +12,17 @@ import (
 	"sync"
 )
 
-// RepoRoot returns the root of the FleetVM repository.
+// RepoRoot returns the root of the FleetVM repository, or of the benchmark
+// bundle the running program came in (see bundle.go): the fleet reads its
+// CRDs, webhook configurations, RBAC and binaries below it.
+//
+// A bundle is found only beside the executable, so a program unpacked from
+// one uses its own files even when started inside a checkout, and test
+// binaries (built into temporary folders) always use the repository.
 func RepoRoot() (string, error) {
+	if dir, ok := executableBundle(); ok {
+		return dir, nil
+	}
 	if _, file, _, ok := runtime.Caller(0); ok {
 		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 		if isRepoRoot(root) {
@@ -43,18 +52,29 @@ func isRepoRoot(dir string) bool {
 
 // binaryAssets returns the folder envtest starts kube-apiserver and etcd
 // from: links to the pdeathsig shim, named after the real binaries in bin/.
-// The shim is built here when missing (it is small); kube-apiserver and etcd
-// take minutes and are built by `make test-binaries`.
+// In the repository the shim is built here when missing (it is small);
+// kube-apiserver and etcd take minutes and are built by `make test-binaries`.
+// A bundle ships all three, and a machine that runs one may have no Go.
 func binaryAssets(root string) (string, error) {
 	bin := filepath.Join(root, "bin")
-	for _, b := range []string{"kube-apiserver", "etcd"} {
+	bundle := IsBundle(root)
+	shim := filepath.Join(bin, "pdeathsig-shim")
+	required := []string{"kube-apiserver", "etcd"}
+	if bundle {
+		required = append(required, "pdeathsig-shim")
+	}
+	for _, b := range required {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			if bundle {
+				return "", fmt.Errorf("fleetvm test environment: the bundle at %s lacks %s: unpack it again, or build it again with 'make bench-bundle'", root, filepath.Join(bin, b))
+			}
 			return "", fmt.Errorf("fleetvm test environment: %s is missing: run 'make test-binaries' (or 'make test') first", filepath.Join(bin, b))
 		}
 	}
-	shim := filepath.Join(bin, "pdeathsig-shim")
-	if err := buildOnce(root, shim); err != nil {
-		return "", err
+	if !bundle {
+		if err := buildOnce(root, shim); err != nil {
+			return "", err
+		}
 	}
 	links := filepath.Join(bin, "pdeathsig")
 	if err := os.MkdirAll(links, 0o755); err != nil {
@@ -125,19 +145,33 @@ type crdSet struct {
 	hub, spoke []string
 }
 
-// crdPaths lists the CRD files of the hub and of the spokes.
+// crdPaths lists the CRD files of the hub and of the spokes. A bundle holds
+// them collected in two folders (WriteBundle); in the repository they are
+// found as repoCRDPaths says.
+func crdPaths(root string) (crdSet, error) {
+	if IsBundle(root) {
+		return crdSet{
+			hub:   []string{filepath.Join(root, bundleCRDs, "hub")},
+			spoke: []string{filepath.Join(root, bundleCRDs, "spoke")},
+		}, nil
+	}
+	return repoCRDPaths(root)
+}
+
+// repoCRDPaths lists the CRD files of the hub and of the spokes in the
+// repository.
 //
 // Hub: FleetVM's own; OCM cluster, addon and work; Argo CD; GitOpsCluster.
 // Spokes: KubeVirt (VMs, instances, migrations, exports), CDI and Multus'
 // NetworkAttachmentDefinition. OCM and Argo CD CRDs come from their Go modules
 // so they always match the pinned versions; the others are copies in
 // test/testdata/crds.
-func crdPaths(root string) (crdSet, error) {
-	ocm, err := ModuleDir(root, "open-cluster-management.io/api")
+func repoCRDPaths(root string) (crdSet, error) {
+	ocm, err := ModuleDir(root, ocmAPIModule)
 	if err != nil {
 		return crdSet{}, err
 	}
-	argo, err := ModuleDir(root, "github.com/argoproj/argo-cd/v3")
+	argo, err := ModuleDir(root, argoCDModule)
 	if err != nil {
 		return crdSet{}, err
 	}
