@@ -157,6 +157,27 @@ bench: $(INTEGRATION_BINARIES) ## Fleet benchmark (1000 clusters, real OCM sched
 	$(GO) build -o $(BIN)/fleetvm-bench ./hack/bench
 	$(BIN)/fleetvm-bench --hub $(BIN)/fleetvm-hub --out $(ROOT)/_output/bench $(BENCH_FLAGS)
 
+# The bundle: make bench's binaries and what the fleet reads from the
+# repository, for a Linux machine without Go (test/fleetenv/bundle.go). Its
+# Go binaries are built static and without this machine's paths, as the
+# image builds fleetvm-hub; kube-apiserver and etcd are copied from bin/.
+BUNDLE_VERSION ?= $(shell git describe --tags --always --dirty)
+BUNDLE_NAME     = fleetvm-bench-$(BUNDLE_VERSION)-linux-$(shell $(GO) env GOARCH)
+BUNDLE_DIR      = $(ROOT)/_output/$(BUNDLE_NAME)
+BUNDLE_BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
+
+.PHONY: bench-bundle
+bench-bundle: $(INTEGRATION_BINARIES) ## Pack the fleet benchmark into _output/fleetvm-bench-<version>-linux-<arch>.tar.gz, to run on a Linux machine without Go.
+	@test "$$($(GO) env GOOS)" = linux || { echo "make bench-bundle runs on Linux: the bundle ships this machine's kube-apiserver and etcd"; exit 1; }
+	rm -rf $(BUNDLE_DIR) $(BUNDLE_DIR).tar.gz && mkdir -p $(BUNDLE_DIR)/bin
+	$(BUNDLE_BUILD) -o $(BUNDLE_DIR)/bin/fleetvm-hub ./cmd/fleetvm-hub
+	$(BUNDLE_BUILD) -o $(BUNDLE_DIR)/bin/pdeathsig-shim ./hack/pdeathsig
+	$(BUNDLE_BUILD) -o $(BUNDLE_DIR)/fleetvm-bench ./hack/bench
+	cp -L $(KUBE_APISERVER) $(ETCD) $(BUNDLE_DIR)/bin/
+	$(GO) run ./hack/benchbundle --version $(BUNDLE_VERSION) $(BUNDLE_DIR)
+	tar -C $(ROOT)/_output -czf $(BUNDLE_DIR).tar.gz $(BUNDLE_NAME)
+	@echo ">> $(BUNDLE_DIR).tar.gz ($$(du -h $(BUNDLE_DIR).tar.gz | cut -f1))"
+
 .PHONY: test-binaries
 test-binaries: $(INTEGRATION_BINARIES) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 

@@ -9,6 +9,10 @@
 //	make bench BENCH_FLAGS='--rest 1m'
 //	BENCH_SERIES=1 make bench       # the scaling series (burst and rest only)
 //
+// `make bench-bundle` packs it with everything the fleet reads into an
+// archive that runs on a Linux machine without Go: see
+// docs/developer-guide/benchmarks.md.
+//
 // The series runs the burst and a shorter rest at 100, 300 and 1,000
 // clusters with 300 FleetVMs, then 1,000, 3,000 and 5,000 FleetVMs at
 // 1,000 clusters (each × BENCH_SCALE), one fresh fleet per point, and
@@ -39,6 +43,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetvm/fleetvm/test/benchmark/fleet"
+	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
 
 func main() {
@@ -66,7 +71,7 @@ func run() int {
 	flag.IntVar(&cfg.FleetVMs, "fleetvms", scaled(1000), "M: FleetVirtualMachines in the burst (default 1000 × BENCH_SCALE).")
 	flag.IntVar(&cfg.ClustersPerVM, "clusters-per-vm", 3, "Clusters each FleetVirtualMachine asks for.")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 16, "Client goroutines creating FleetVMs in the burst and objects for the physical limit.")
-	flag.StringVar(&cfg.HubBinary, "hub", "bin/fleetvm-hub", "The fleetvm-hub binary.")
+	flag.StringVar(&cfg.HubBinary, "hub", "", "The fleetvm-hub binary (default bin/fleetvm-hub of the repository, or of the bundle this program came in).")
 	flag.Float64Var(&cfg.HubQPS, "hub-qps", 200, "fleetvm-hub --kube-api-qps.")
 	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
 	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
@@ -101,11 +106,21 @@ func run() int {
 		}
 		cfg.StatusK = append(cfg.StatusK, k)
 	}
+	if cfg.HubBinary == "" {
+		// Found from the root, not the working folder, so that a bundle's
+		// fleetvm-bench runs from anywhere.
+		root, err := fleetenv.RepoRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		cfg.HubBinary = filepath.Join(root, "bin", "fleetvm-hub")
+	}
 	if abs, err := filepath.Abs(cfg.HubBinary); err == nil {
 		cfg.HubBinary = abs
 	}
 	if _, err := os.Stat(cfg.HubBinary); err != nil {
-		fmt.Fprintf(os.Stderr, "fleetvm-hub binary: %v (make bench builds it)\n", err)
+		fmt.Fprintf(os.Stderr, "fleetvm-hub binary: %v (make bench builds it; a bundle ships it)\n", err)
 		return 2
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
