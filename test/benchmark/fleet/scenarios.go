@@ -705,14 +705,15 @@ func (h *harness) restart(ctx context.Context) error {
 	// FleetVM: about 0.6 s of CPU and 100 MB of garbage per scrape at
 	// 10,000, BenchmarkScrape in pkg/metrics). Read every 100 ms, back to
 	// back, the harness's own reads cost the hub more than its restart,
-	// and more the more FleetVMs: a read waits until ten times the last
-	// one's time passed, so they take the hub a tenth of a core at most,
-	// as a Prometheus scrape interval would.
+	// and more the more FleetVMs: a read waits ten times the last one's
+	// time, so they take the hub a tenth of a core, as a Prometheus scrape
+	// interval would, but 2 s at most, which bounds the error of the
+	// steady time (a read before the caches synced waits for them).
 	var scrapes int
 	var lastScrape time.Time
 	var took time.Duration
 	steady := func() bool {
-		if time.Since(lastScrape) < 10*took {
+		if time.Since(lastScrape) < min(10*took, 2*time.Second) {
 			return false
 		}
 		lastScrape = time.Now()
