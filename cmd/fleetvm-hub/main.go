@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 
 	"k8s.io/utils/clock"
@@ -64,7 +65,7 @@ func main() {
 	flag.Var(validation.NamespacesFlag(&c.SharedImageNamespaces), "shared-image-namespaces", "Namespaces on the managed clusters whose DataSources, PVCs and snapshots every team's inline VM may clone, comma-separated (empty: none); any other namespace but the team's own is refused. Never the image namespace.")
 	flag.IntVar(&c.ShapesPerNamespace, "shapes-per-namespace", c.ShapesPerNamespace, "Most distinct VM shapes (CPU, memory, networks) one namespace's FleetVirtualMachines add to the shapes every agent scores; a FleetVirtualMachine past it is placed nowhere new (reason ShapeLimitExceeded).")
 	flag.DurationVar(&opts.DiskImages.InventoryMaxAge, "image-inventory-max-age", opts.DiskImages.InventoryMaxAge, "An agent's image inventory older than this is stale: no image is pruned on its word.")
-	flag.IntVar(&opts.Workers, "workers", 4, "Parallel FleetVirtualMachine reconciles.")
+	flag.IntVar(&opts.Workers, "workers", 0, "Parallel FleetVirtualMachine reconciles (0: one per CPU the hub gets, 8 to 32).")
 	flag.IntVar(&opts.Drain.PerCluster, "drain-moves-per-cluster", drain.DefaultLimits.PerCluster, "Moves a drain runs at once off one cluster (KubeVirt's parallelMigrationsPerCluster default).")
 	flag.IntVar(&opts.Drain.PerNode, "drain-moves-per-node", drain.DefaultLimits.PerNode, "Moves a drain runs at once off one node (KubeVirt's parallelOutboundMigrationsPerNode default).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Metrics endpoint address; 0 disables it.")
@@ -75,8 +76,8 @@ func main() {
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving certificate (tls.crt, tls.key); controller-runtime's default when empty.")
 	flag.BoolVar(&disableWebhook, "disable-webhooks", false, "Do not serve admission webhooks (the CRD's own validation still applies; the controller adds its finalizer to new FleetVirtualMachines itself).")
 	flag.BoolVar(&leaderElection, "leader-elect", false, "Elect a leader, for more than one replica.")
-	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the hub API server.")
-	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the hub API server.")
+	flag.Float64Var(&qps, "kube-api-qps", 0, "Queries per second to the hub API server (0: 60 per CPU the hub gets, 200 to 1,000).")
+	flag.IntVar(&burst, "kube-api-burst", 0, "Burst of queries to the hub API server (0: twice the queries per second).")
 	flag.StringVar(&agentImage, "agent-image", "ghcr.io/fleetvm/fleetvm:v0.1.0", "Image of fleetvm-agent that the addon deploys to managed clusters.")
 	flag.BoolVar(&disableAddon, "disable-addon", false, "Do not run the OCM addon manager that installs fleetvm-agent on managed clusters.")
 	flag.StringVar((*string)(&addonOpts.InstallStrategy), "addon-install-strategy", string(fleetaddon.InstallPlacements), "Which managed clusters get fleetvm-agent: Placements (those the addon Placement selects) or Manual (where an operator creates a ManagedClusterAddOn named fleetvm).")
@@ -91,6 +92,17 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	memlimit.Setup(log)
+	cpus := runtime.GOMAXPROCS(0) // the container's CPU limit, or the node's cores
+	if opts.Workers <= 0 {
+		opts.Workers = hub.DefaultWorkers(cpus)
+	}
+	if qps <= 0 {
+		qps = hub.DefaultQPS(cpus)
+	}
+	if burst <= 0 {
+		burst = hub.DefaultBurst(qps)
+	}
+	log.Info("parallel reconciles and client limits", "cpus", cpus, "workers", opts.Workers, "qps", qps, "burst", burst)
 
 	// Everything after flags and logger fails one way: logged once, exit 1.
 	run := func() error {

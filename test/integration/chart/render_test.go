@@ -374,8 +374,7 @@ func TestArgsFromValues(t *testing.T) {
 			want: map[string]string{
 				"argocd-namespace": "argocd", "environment-label": "env",
 				"vm-chart-repo-url": "https://github.com/fleetvm/fleetvm.git", "vm-chart-path": "deploy/charts/fleetvm-vm",
-				"vm-chart-name": "", "vm-chart-revision": "main", "removal-grace-period": "5m", "workers": "8",
-				"kube-api-qps": "200", "kube-api-burst": "400",
+				"vm-chart-name": "", "vm-chart-revision": "main", "removal-grace-period": "5m",
 				"agent-image": "ghcr.io/fleetvm/fleetvm:v0.1.0", "addon-install-strategy": "Placements",
 				"addon-placement-namespace": "open-cluster-management-addon", "addon-placement-name": "fleetvm-agent",
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
@@ -390,6 +389,7 @@ vmChart: {repoURL: https://charts.example, path: "", name: fleetvm-vm, revision:
 removalGracePeriod: 90s
 diskImages: {namespace: vm-images, inventoryMaxAge: 30m}
 workers: 8
+kubeAPI: {burst: 50}
 agent: {image: registry.example/agent:v9, installStrategy: Manual, placement: {namespace: addons, name: vms}}
 logLevel: debug
 extraArgs: [--kube-api-qps=5]
@@ -401,7 +401,7 @@ extraArgs: [--kube-api-qps=5]
 				"agent-image": "registry.example/agent:v9", "addon-install-strategy": "Manual",
 				"addon-placement-namespace": "addons", "addon-placement-name": "vms",
 				"webhook-cert-mode": "self-managed", "metrics-bind-address": ":8443", "metrics-secure": "true", "webhook-port": "9443",
-				"zap-log-level": "debug", "kube-api-qps": "5",
+				"zap-log-level": "debug", "kube-api-qps": "5", "kube-api-burst": "50",
 				"image-namespace": "vm-images", "image-inventory-max-age": "30m",
 			},
 		},
@@ -421,6 +421,14 @@ extraArgs: [--kube-api-qps=5]
 			for k, v := range tc.want {
 				if g, ok := got[k]; !ok || g != v {
 					t.Errorf("--%s = %q (set: %v), want %q", k, g, ok, v)
+				}
+			}
+			// Unset, fleetvm-hub picks them from the CPUs it gets.
+			if name == "defaults" {
+				for _, k := range []string{"workers", "kube-api-qps", "kube-api-burst"} {
+					if g, ok := got[k]; ok {
+						t.Errorf("--%s = %q, want it unset by default", k, g)
+					}
 				}
 			}
 			if img := d.Spec.Template.Spec.Containers[0].Image; name == "every value set" && img != "registry.example/fleetvm:v9" {
