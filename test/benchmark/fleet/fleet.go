@@ -275,6 +275,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"restart", h.restart},
 		{"status latency", h.statusLatency},
 		{"decision change", h.decisionChange},
+		{"mass deletion", h.massDeletion},
 	}
 	for _, s := range steps {
 		if h.cfg.BurstOnly && (s.name == "physical limit" || s.name == "status latency" || s.name == "decision change") {

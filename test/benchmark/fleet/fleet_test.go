@@ -78,6 +78,14 @@ func TestSmoke(t *testing.T) {
 	if got, _ := report.Value("restart: FleetVM reconciles until quiet"); got < 50 {
 		t.Errorf("the restarted hub reconciled %v FleetVMs, want all 50 and more", got)
 	}
+	// Deleted at once, every FleetVM was taken apart: each of its copies
+	// deleted from its cluster (policy Delete), then its finalizer off.
+	if got, _ := report.Value("mass deletion: FleetVMs gone"); got != 50 {
+		t.Errorf("mass deletion: %v FleetVMs gone, want 50", got)
+	}
+	if got, _ := report.Value("mass deletion: VMs deleted from the clusters"); got < 150 {
+		t.Errorf("mass deletion: %v VMs deleted from the clusters, want all 150 copies", got)
+	}
 }
 
 // TestChaosHubKilled kills fleetvm-hub (its own process) with SIGKILL five
