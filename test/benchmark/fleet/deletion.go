@@ -74,8 +74,17 @@ func (h *harness) massDeletion(ctx context.Context) error {
 	vmsBefore := h.agents.vmsDeleted.Load()
 	splitBefore := readCPUSplit(h.hub.pid())
 	t0 := time.Now()
-	if err := h.admin.DeleteAllOf(ctx, &fleetv1alpha1.FleetVirtualMachine{}, client.InNamespace(burstNS)); err != nil {
-		return fmt.Errorf("delete the FleetVMs of namespace %s: %w", burstNS, err)
+	// The API server ends a collection's deletion at its request timeout
+	// (a minute) and the namespace controller asks again; so does this.
+	var delErr error
+	for range 5 {
+		if delErr = h.admin.DeleteAllOf(ctx, &fleetv1alpha1.FleetVirtualMachine{}, client.InNamespace(burstNS)); delErr == nil {
+			break
+		}
+		h.logf("mass deletion: delete the collection again: %v", delErr)
+	}
+	if delErr != nil {
+		return fmt.Errorf("delete the FleetVMs of namespace %s: %w", burstNS, delErr)
 	}
 	progress := h.progress(ctx, "mass deletion", func() string {
 		mu.Lock()
