@@ -1,9 +1,12 @@
-// Package appsetsim runs Argo CD's own ApplicationSet code (its generators
-// and template renderer, from the argo-cd v3 module) against a hub API
-// server, once per call, the way the applicationset-controller does with
-// policy create-update: Applications are created or updated, never
-// deleted. Tests use it where no Argo CD controller runs; nothing is
-// reimplemented: what Argo CD would render is what the tests check.
+// Package appsetsim runs Argo CD's own ApplicationSet code (its generators,
+// template renderer and Application write, from the argo-cd v3 module)
+// against a hub API server, once per call, the way the
+// applicationset-controller does with policy create-update: Applications
+// are created or updated, never deleted. Tests use it where no Argo CD
+// controller runs; nothing is reimplemented but the controller's few
+// lines that set an Application's fields before it writes it (restated in
+// appsetwrite): what Argo CD would render and write is what the tests
+// check.
 package appsetsim
 
 import (
@@ -22,7 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/fleetvm/fleetvm/test/appsetwrite"
 )
 
 // Sim renders ApplicationSets in one Argo CD namespace.
@@ -104,27 +108,33 @@ func (s *Sim) Render(appSet *argov1alpha1.ApplicationSet) ([]argov1alpha1.Applic
 
 // Sync renders the ApplicationSet and creates or updates its Applications,
 // owned by it, as the applicationset-controller does with create-update.
+// Like it, it writes nothing for an ApplicationSet being deleted (Argo CD
+// then also takes its owner references off the Applications; FleetVM does
+// that itself before it lets an ApplicationSet go).
 func (s *Sim) Sync(ctx context.Context, key client.ObjectKey) ([]argov1alpha1.Application, error) {
 	appSet := &argov1alpha1.ApplicationSet{}
 	if err := s.Client.Get(ctx, key, appSet); err != nil {
 		return nil, err
 	}
+	if appSet.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	return s.SyncFrom(ctx, appSet)
+}
+
+// SyncFrom renders appSet as given and creates or updates its
+// Applications, each as the applicationset-controller writes it
+// (appsetwrite): from the ApplicationSet its cache holds, which may be
+// behind the API server, one deleted there among them.
+func (s *Sim) SyncFrom(ctx context.Context, appSet *argov1alpha1.ApplicationSet) ([]argov1alpha1.Application, error) {
 	apps, err := s.Render(appSet)
 	if err != nil {
 		return nil, err
 	}
 	for i := range apps {
-		want := &apps[i]
+		want := apps[i]
 		want.Namespace = s.Namespace
-		got := &argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: s.Namespace}}
-		_, err := controllerutil.CreateOrUpdate(ctx, s.Client, got, func() error {
-			got.Labels, got.Annotations, got.Spec = want.Labels, want.Annotations, want.Spec
-			if len(got.Finalizers) == 0 {
-				got.Finalizers = want.Finalizers
-			}
-			return controllerutil.SetControllerReference(appSet, got, s.Client.Scheme())
-		})
-		if err != nil {
+		if _, err := appsetwrite.Application(ctx, s.Client, appSet, want); err != nil {
 			return nil, fmt.Errorf("create or update Application %s: %w", want.Name, err)
 		}
 	}

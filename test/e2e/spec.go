@@ -59,8 +59,9 @@ type LifecycleInput struct {
 // onto the decided clusters; the VM runs there; the agents report; the
 // status shows it Ready on every cluster with node and IP, synced and
 // healthy in Argo CD. A runStrategy change stops it everywhere. Deleted
-// with deletionPolicy Delete, its VMs leave the clusters; with Orphan, they
-// stay.
+// with deletionPolicy Delete, its VMs leave the clusters (Argo CD's
+// resources finalizer, which makes Argo CD remove them, outlives the
+// ApplicationSet controller's writes); with Orphan, they stay.
 func LifecycleSpec(t *testing.T, in LifecycleInput) {
 	t.Run("delete removes the VMs", func(t *testing.T) {
 		fvm := newTestFVM(in, "lifecycle-delete", fleetv1alpha1.DeletionPolicyDelete)
@@ -96,6 +97,7 @@ func LifecycleSpec(t *testing.T, in LifecycleInput) {
 			})
 		}
 
+		finalizerOutlivesArgoCDWrites(t, in, fvm)
 		deleteFVM(t, in, fvm)
 		for _, cluster := range decided {
 			waitSpoke(t, in, cluster, "VM deleted by Argo CD", func(ctx context.Context, c client.Client) error {
@@ -152,6 +154,52 @@ func LifecycleSpec(t *testing.T, in LifecycleInput) {
 			}
 		}
 	})
+}
+
+// finalizerOutlivesArgoCDWrites: Argo CD's resources finalizer, which
+// FleetVM puts on an Application right before it deletes it so that Argo
+// CD removes the VM, stays through the ApplicationSet controller's writes
+// of that Application. The controller may write it from an ApplicationSet
+// its cache still holds after FleetVM deleted it; had it set the
+// finalizers to the template's (none), the Application would go without
+// its VM, and the FleetVirtualMachine would wait for that VM for ever.
+// A label the controller takes off marks its write.
+func finalizerOutlivesArgoCDWrites(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) {
+	t.Helper()
+	const probe = "e2e.fleetvm.io/argocd-wrote-since"
+	apps := waitApplications(t, in, fvm, "listed", func(apps []argov1alpha1.Application) error {
+		if len(apps) == 0 {
+			return errors.New("none")
+		}
+		return nil
+	})
+	for i := range apps {
+		app := &apps[i]
+		patch := client.MergeFrom(app.DeepCopy())
+		if !slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+			app.Finalizers = append(app.Finalizers, argov1alpha1.ResourcesFinalizerName)
+		}
+		app.Labels[probe] = "true"
+		if err := in.Hub.Patch(t.Context(), app, patch); err != nil {
+			t.Fatalf("put Argo CD's resources finalizer on Application %s: %v", app.Name, err)
+		}
+		got := &argov1alpha1.Application{}
+		err := poll(t.Context(), in.Timeout, func(ctx context.Context) error {
+			if err := in.Hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+				return err
+			}
+			if _, ok := got.Labels[probe]; ok {
+				return fmt.Errorf("label %s still there: the ApplicationSet controller has not written the Application", probe)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Application %s: %v", app.Name, err)
+		}
+		if !slices.Contains(got.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+			t.Errorf("Application %s: the ApplicationSet controller took Argo CD's resources finalizer off (finalizers %v)", app.Name, got.Finalizers)
+		}
+	}
 }
 
 // cloudInit carries template syntax that must reach the clusters

@@ -77,7 +77,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var errs, waiting []string
+	var errs []error
+	var waiting []string
 	for i := range apps {
 		app := &apps[i]
 		cluster := app.Labels[fleetv1alpha1.LabelCluster]
@@ -86,7 +87,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 			continue
 		}
 		if err := r.removeApplication(ctx, app, deleteVMs); err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, err)
 		}
 		waiting = append(waiting, cluster+": Argo CD is deleting the Application")
 	}
@@ -107,7 +108,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		}
 		r.setDeletingCondition(ctx, fvm, msg)
 		if len(errs) > 0 {
-			return ctrl.Result{}, errors.New(strings.Join(errs, "; "))
+			// A refused delete (write.Stale) is retried from the newer
+			// Application, without backoff.
+			return ctrl.Result{}, errors.Join(errs...)
 		}
 		// Argo CD's deletions and the agents' reports bring us back.
 		return ctrl.Result{}, nil

@@ -176,6 +176,12 @@ func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1
 // removeApplication deliberately removes one cluster's Application: with
 // deleteVM, Argo CD's resources finalizer is added first so Argo CD deletes
 // the VM from the cluster; without, the VM is left running.
+//
+// The delete names the version whose finalizers FleetVM wrote or read: a
+// write since (another controller's, a person's) that took the resources
+// finalizer off, or put it on, is refused with 409 Conflict, and the next
+// reconcile decides again from the newer Application. Deleting it anyway
+// would leave a VM that must go, or remove one that must stay.
 func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Application, deleteVM bool) error {
 	if app.DeletionTimestamp != nil {
 		return nil
@@ -187,7 +193,7 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 	if _, err := setFinalizer(ctx, r.Client, app, argov1alpha1.ResourcesFinalizerName); err != nil {
 		return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
 	}
-	if err := r.Client.Delete(ctx, app); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.Client.Delete(ctx, app, client.Preconditions{UID: &app.UID, ResourceVersion: &app.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)
 	}
 	return nil

@@ -256,9 +256,8 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	}
 	for _, c := range s.outcome.Remove {
 		// Only once the ApplicationSet as read no longer delivers there:
-		// Argo CD rewrites the finalizers of the Applications it generates,
-		// and would drop the one that makes it delete the VM. The write
-		// above brings the next reconcile.
+		// Argo CD would create the Application again, and with it the VM.
+		// The write above brings the next reconcile.
 		if s.appSet == nil || !slices.Contains(delivery.Targets(s.appSet), c) {
 			s.fail(r.removeApplication(ctx, s.obs.Apps[c], true))
 		}

@@ -44,6 +44,9 @@ var (
 	spokes = []string{"prod-a", "prod-b"}
 	// imageClock is the clock of disk-image retention; tests move it.
 	imageClock = clocktesting.NewFakeClock(time.Now())
+	// argo renders ApplicationSets and writes their Applications as Argo
+	// CD's ApplicationSet controller does.
+	argo *appsetsim.Sim
 )
 
 // TestMain starts the fleet (a hub and two spokes with work agents, and
@@ -68,7 +71,8 @@ func TestMain(m *testing.M) {
 // simulator).
 func startFleet(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error) {
 	runners := fleetrun.Runners{}
-	argo, err := appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS)
+	var err error
+	argo, err = appsetsim.New(ctx, f.Hub.Config, f.Hub.Client, argoNS)
 	if err == nil {
 		err = argo.Setup(ctx)
 	}
@@ -109,13 +113,17 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error
 		Scheme: hub.Scheme(),
 		Cache:  hub.CacheOptions(argoNS),
 		Client: hub.ClientOptions(),
-		// fleetvm-hub's writes of FleetVirtualMachines are counted.
+		// fleetvm-hub's writes of FleetVirtualMachines are counted, and a
+		// test may act right before any of its writes.
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			c, err := client.New(cfg, opts)
 			if err != nil {
 				return nil, err
 			}
-			return agenttest.CountWrites(c, hubWrites.count), nil
+			return agenttest.CountWrites(c, func(w agenttest.Write) {
+				hubWrites.count(w)
+				beforeHubWrite.run(w)
+			}), nil
 		},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Logger:     agenttest.Logger(),

@@ -283,6 +283,7 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 				},
 				Spec: spec,
 			},
+			IgnoreApplicationDifferences: applicationsLeftToFleetVM(),
 			SyncPolicy: &argov1alpha1.ApplicationSetSyncPolicy{
 				// Argo CD never deletes an Application on its own. FleetVM
 				// removes Applications deliberately, after the grace period
@@ -297,6 +298,28 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		},
 	}
 	return appSet, nil
+}
+
+// applicationsLeftToFleetVM are the fields of its Applications that the
+// ApplicationSet controller leaves as they are (ignoreApplicationDifferences)
+// once they exist: their finalizers and owner references, which only
+// FleetVM changes then (and Argo CD's application controller, which takes
+// its resources finalizer off once it removed the VM).
+//
+// Argo CD's ApplicationSet controller writes each Application it generates
+// with a merge patch computed from its cached copy, without a
+// resourceVersion, that sets the finalizers to the template's (none) and
+// puts its controller reference back; and it does so from its cached
+// ApplicationSet, which may not show a deletion yet. So an ApplicationSet
+// FleetVM has just deleted and released could still rewrite its
+// Applications for a moment: take off the resources finalizer FleetVM had
+// just added to an Application whose VM must go (the Application was then
+// deleted at once, its VM left running on the cluster, still reported, and
+// the FleetVirtualMachine held by its finalizer for ever), or give a
+// released Application its owner reference back (the garbage collector
+// then deleted it along with the ApplicationSet, VM left).
+func applicationsLeftToFleetVM() argov1alpha1.ApplicationSetIgnoreDifferences {
+	return argov1alpha1.ApplicationSetIgnoreDifferences{{JSONPointers: []string{"/metadata/finalizers", "/metadata/ownerReferences"}}}
 }
 
 // Targets are the clusters an ApplicationSet FleetVM wrote delivers
