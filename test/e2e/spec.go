@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
 // LifecycleInput is what LifecycleSpec needs from a fleet.
@@ -517,7 +518,8 @@ func deleteFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualM
 		if err == nil && !told && time.Since(start) > time.Minute {
 			// A deletion this slow is worth a look even if it ends.
 			told = true
-			t.Logf("FleetVirtualMachine %s still there after %s; on the clusters:\n%s", vmKey(fvm), time.Since(start).Round(time.Second), leftOn(in, fvm.Namespace))
+			t.Logf("FleetVirtualMachine %s still there after %s; on the hub:\n%son the clusters:\n%s", vmKey(fvm),
+				time.Since(start).Round(time.Second), hubSide(in, fvm), leftOn(in, fvm.Namespace))
 		}
 		if err == nil {
 			return fmt.Errorf("FleetVirtualMachine still there")
@@ -537,8 +539,104 @@ func deleteFVM(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualM
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("FleetVirtualMachine %s deleted: %v; left on the clusters:\n%s", vmKey(fvm), err, leftOn(in, fvm.Namespace))
+		t.Fatalf("FleetVirtualMachine %s deleted: %v; left on the hub:\n%son the clusters:\n%s", vmKey(fvm), err,
+			hubSide(in, fvm), leftOn(in, fvm.Namespace))
 	}
+}
+
+// hubSide says what the hub holds of a FleetVirtualMachine that is slow
+// to go, with what holds each object: the FleetVirtualMachine (finalizers,
+// conditions, the clusters in its status), its ApplicationSet and
+// Applications (deletion, finalizers, owners, what Argo CD says of them),
+// the ManifestWorks made for it (its moves') and for its namespace, and
+// the agents' VMReports of it, which its deletion waits to see empty. A
+// deletion that did not end says which of them it waits for.
+func hubSide(in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) string {
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held := func(o client.Object) string {
+		var owners []string
+		for _, r := range o.GetOwnerReferences() {
+			owners = append(owners, r.Kind+"/"+r.Name)
+		}
+		return fmt.Sprintf("deleting=%t finalizers=%v owners=%v", o.GetDeletionTimestamp() != nil, o.GetFinalizers(), owners)
+	}
+	f := &fleetv1alpha1.FleetVirtualMachine{}
+	switch err := in.Hub.Get(ctx, client.ObjectKeyFromObject(fvm), f); {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(&b, "  FleetVirtualMachine %s gone\n", vmKey(fvm))
+	case err != nil:
+		fmt.Fprintf(&b, "  get FleetVirtualMachine %s: %v\n", vmKey(fvm), err)
+	default:
+		fmt.Fprintf(&b, "  FleetVirtualMachine %s %s spec.deletionPolicy=%q status.deletionPolicy=%q\n", vmKey(fvm), held(f),
+			f.Spec.DeletionPolicy, f.Status.DeletionPolicy)
+		for _, c := range f.Status.Conditions {
+			fmt.Fprintf(&b, "    condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+		for _, c := range f.Status.Clusters {
+			fmt.Fprintf(&b, "    cluster %s: %s/%s ready=%t argo=%s/%s %q\n", c.Cluster, c.Phase, c.PrintableStatus, c.Ready, c.SyncStatus, c.Health, c.Message)
+		}
+	}
+	owned := client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace}
+	var appSets argov1alpha1.ApplicationSetList
+	if err := in.Hub.List(ctx, &appSets, client.InNamespace(in.ArgoNamespace), owned); err != nil {
+		fmt.Fprintf(&b, "  list ApplicationSets: %v\n", err)
+	}
+	for i := range appSets.Items {
+		a := &appSets.Items[i]
+		elements := 0
+		for _, g := range a.Spec.Generators {
+			if g.List != nil {
+				elements += len(g.List.Elements)
+			}
+		}
+		fmt.Fprintf(&b, "  ApplicationSet %s %s list elements=%d\n", a.Name, held(a), elements)
+	}
+	var apps argov1alpha1.ApplicationList
+	if err := in.Hub.List(ctx, &apps, client.InNamespace(in.ArgoNamespace), owned); err != nil {
+		fmt.Fprintf(&b, "  list Applications: %v\n", err)
+	}
+	for i := range apps.Items {
+		a := &apps.Items[i]
+		op := "none"
+		if s := a.Status.OperationState; s != nil {
+			op = fmt.Sprintf("%s %q", s.Phase, s.Message)
+		}
+		var conds []string
+		for _, c := range a.Status.Conditions {
+			conds = append(conds, c.Type+": "+c.Message)
+		}
+		fmt.Fprintf(&b, "  Application %s %s sync=%s health=%s operation=%s conditions=%v\n", a.Name, held(a),
+			a.Status.Sync.Status, a.Status.Health.Status, op, conds)
+	}
+	works := &unstructured.UnstructuredList{}
+	works.SetGroupVersionKind(schema.GroupVersionKind{Group: "work.open-cluster-management.io", Version: "v1", Kind: "ManifestWorkList"})
+	for _, sel := range []client.MatchingLabels{owned, {tenancy.LabelNamespace: fvm.Namespace}} {
+		if err := in.Hub.List(ctx, works, sel); err != nil {
+			fmt.Fprintf(&b, "  list ManifestWorks %v: %v\n", sel, err)
+			continue
+		}
+		for i := range works.Items {
+			w := &works.Items[i]
+			fmt.Fprintf(&b, "  ManifestWork %s/%s %s\n", w.GetNamespace(), w.GetName(), held(w))
+		}
+	}
+	var reports fleetv1alpha1.VMReportList
+	if err := in.Hub.List(ctx, &reports); err != nil {
+		fmt.Fprintf(&b, "  list VMReports: %v\n", err)
+	}
+	for _, r := range reports.Items {
+		if r.Name != fvm.Namespace+"."+fvm.Name {
+			continue
+		}
+		var vms []string
+		for _, vm := range r.Spec.VMs {
+			vms = append(vms, vm.Name+" "+vm.PrintableStatus)
+		}
+		fmt.Fprintf(&b, "  VMReport %s/%s VMs=%v\n", r.Namespace, r.Name, vms)
+	}
+	return b.String()
 }
 
 // leftOn lists what the namespace still holds on each cluster of the
