@@ -156,6 +156,9 @@ func (r *Reconciler) pendingTargets(ctx context.Context, s *scope, to string, co
 			names = append(names, c)
 		}
 		return targets, fmt.Sprintf("the OCM scheduler to add %s, where the VM fits now, to its decision", strings.Join(names, ", ")), nil
+	case to != "" && slices.Contains(unscored, to):
+		// The same words whether or not the decision still lists it.
+		return targets, fmt.Sprintf("the agent of cluster %s to score the VM's shape", to), nil
 	case len(unscored) > 0:
 		return targets, fmt.Sprintf("the agents of clusters %s to score the VM's shape", strings.Join(unscored, ", ")), nil
 	}
