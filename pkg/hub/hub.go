@@ -74,7 +74,8 @@ type Options struct {
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size. Of Argo CD
 // Applications the cache keeps only what the hub reads
-// (delivery.TrimApplication).
+// (delivery.TrimApplication), of ApplicationSets all but the Application
+// template, of which it keeps a digest (delivery.TrimApplicationSet).
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
 // only argocd-cm (whether sync impersonation is on). The kinds FleetVM keeps in
@@ -88,7 +89,9 @@ func CacheOptions(argoNamespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1beta1.Placement{}:         argo,
 			&clusterv1beta1.PlacementDecision{}: argo,
-			&argov1alpha1.ApplicationSet{}:      argo,
+			// Not its Application template, only the template's digest
+			// (delivery.TrimApplicationSet).
+			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: delivery.TrimApplicationSet},
 			// What the hub reads of an Application, not its spec and
 			// full status (a ByObject transform replaces the default one).
 			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: delivery.TrimApplication},
@@ -131,6 +134,7 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	imageEvents := make(chan event.GenericEvent)
 	r := &fleetvirtualmachine.Reconciler{
 		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("fleetvm-hub"),
 		Clock:                   clk,
 		Config:                  opts.FleetVM,

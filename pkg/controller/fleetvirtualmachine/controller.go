@@ -47,8 +47,12 @@ import (
 
 // Reconciler reconciles FleetVirtualMachines.
 type Reconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
+	Client client.Client
+	// APIReader reads an ApplicationSet whole when the cache's trimmed
+	// copy (delivery.TrimApplicationSet) holds another template than
+	// FleetVM renders (Client when nil).
+	APIReader client.Reader
+	Recorder  record.EventRecorder
 	// Clock is read for every timestamp and grace period, and wakes the
 	// reconcile when a grace period ends (a fake clock in tests).
 	Clock  clock.WithDelayedExecution

@@ -119,6 +119,11 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		// survive, let it go, and recreate it on the next pass.
 		return nil, r.releaseApplicationSet(ctx, fvm, got)
 	}
+	if got != nil {
+		if got, err = r.fullApplicationSet(ctx, got, &want.Spec.Template); err != nil {
+			return nil, err
+		}
+	}
 	switch out, err := r.written.Ensure(ctx, r.Client, want, got); {
 	case err != nil:
 		return nil, fmt.Errorf("write ApplicationSet %s: %w", klog.KObj(want), err)
@@ -131,6 +136,40 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 	default:
 		return got, nil
 	}
+}
+
+// fullApplicationSet gives the ApplicationSet as read with its Application
+// template, for write.Ensure to compare with what FleetVM renders: the
+// cache keeps only the template's digest (delivery.TrimApplicationSet).
+// When the digest is that of the rendered template, the cached copy holds
+// it; otherwise the template changed (FleetVM renders another, or someone
+// edited it), and the ApplicationSet is read whole from the API server.
+// nil: it is gone.
+func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetTemplate) (*argov1alpha1.ApplicationSet, error) {
+	if full, ok := delivery.FullApplicationSet(got, want); ok {
+		return full, nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	live := &argov1alpha1.ApplicationSet{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(got), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read ApplicationSet %s: %w", klog.KObj(got), err)
+	}
+	if live.UID != got.UID {
+		// Deleted and made again since the cache saw it: decide from the
+		// cache's copy of the new one.
+		return nil, apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applicationsets").GroupResource(), got.Name,
+			fmt.Errorf("the cache holds an older ApplicationSet of that name"))
+	}
+	if full, ok := delivery.FullApplicationSet(live, want); ok {
+		return full, nil // a reader that trims, as the cache
+	}
+	return live, nil
 }
 
 // releaseApplicationSet lets a deleted ApplicationSet go without taking its

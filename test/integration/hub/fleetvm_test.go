@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -551,14 +552,32 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	syncApps(t, fvm, 2)
 	waitFor(t, key, "delivered", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return isTrue(f, fleetv1alpha1.ConditionDelivered) })
 
-	var writes atomic.Int32
+	var writes, reads atomic.Int32
 	count := func() { writes.Add(1) }
-	// Reads go through a cache with the controller's indexes, as in
-	// fleetvm-hub; writes go to the API server and are counted.
-	reader, err := cache.New(fleet.Hub.Config, cache.Options{Scheme: hub.Scheme()})
+	// Reads go through a cache with the controller's indexes and the
+	// hub's transforms (trimmed Applications and ApplicationSets), as in
+	// fleetvm-hub; writes go to the API server and are counted, and so are
+	// the reads that pass the cache.
+	opts := hub.CacheOptions(argoNS)
+	opts.Scheme = hub.Scheme()
+	reader, err := cache.New(fleet.Hub.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	uncached, err := client.NewWithWatch(fleet.Hub.Config, client.Options{Scheme: hub.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiReader := interceptor.NewClient(uncached, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+			reads.Add(1)
+			return c.Get(ctx, key, o, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			reads.Add(1)
+			return c.List(ctx, list, opts...)
+		},
+	})
 	if err := fleetvirtualmachine.SetupIndexes(ctx, reader); err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +616,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		},
 	})
 	r := &fleetvirtualmachine.Reconciler{
-		Client: counting, Recorder: record.NewFakeRecorder(1 << 16), Clock: clock.RealClock{}, Config: hubConfig(),
+		Client: counting, APIReader: apiReader, Recorder: record.NewFakeRecorder(1 << 16), Clock: clock.RealClock{}, Config: hubConfig(),
 	}
 	// The running hub may still be settling: reconcile until a pass writes
 	// nothing, then check the next two write nothing either.
@@ -610,6 +629,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		t.Fatalf("reconcile never settled: %v", err)
 	}
 	writes.Store(0)
+	reads.Store(0)
 	for range 2 {
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
@@ -617,5 +637,61 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	}
 	if n := writes.Load(); n != 0 {
 		t.Errorf("no-op reconciles issued %d writes, want 0", n)
+	}
+	// The cached ApplicationSet keeps only its template's digest: the one
+	// FleetVM wrote must pass for what it renders without a read.
+	if n := reads.Load(); n != 0 {
+		t.Errorf("no-op reconciles read the API server %d times past the cache, want 0", n)
+	}
+}
+
+// TestEditedApplicationSetIsRestored: the hub's cache keeps an
+// ApplicationSet without its Application template, only a digest of it
+// (delivery.TrimApplicationSet). An edit of the template by hand is still
+// seen and undone, and a change of the FleetVM's VM still reaches it.
+func TestEditedApplicationSetIsRestored(t *testing.T) {
+	ctx := t.Context()
+	s := shape("1", "5Gi")
+	publishScores(t, "prod-a", map[string]int32{s.Name(): 10})
+	publishScores(t, "prod-b", map[string]int32{s.Name(): 10})
+	fvm := utiltesting.MakeFleetVM("edited", "web").VM(1, "5Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
+	createFVM(t, fvm)
+	key := client.ObjectKeyFromObject(fvm)
+	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
+	var written argov1alpha1.ApplicationSet
+	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		return client.IgnoreNotFound(fleet.Hub.Client.Get(ctx, appSetKey(fvm), &written)) == nil && written.Name != "", nil
+	})
+	if err != nil {
+		t.Fatalf("no ApplicationSet: %v", err)
+	}
+	release := written.Spec.Template.Spec.Source.Helm.ReleaseName
+
+	edit := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Namespace: written.Namespace, Name: written.Name}}
+	patch := `{"spec":{"template":{"spec":{"source":{"helm":{"releaseName":"edited-by-hand"}}}}}}`
+	if err := fleet.Hub.Client.Patch(ctx, edit, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		var got argov1alpha1.ApplicationSet
+		if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got); err != nil {
+			return false, err
+		}
+		return got.ResourceVersion != edit.ResourceVersion && got.Spec.Template.Spec.Source.Helm.ReleaseName == release, nil
+	})
+	if err != nil {
+		t.Fatalf("the template edited by hand was not restored: %v", err)
+	}
+
+	mergePatch(t, key, `{"spec":{"runStrategy":"Halted"}}`)
+	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+		var got argov1alpha1.ApplicationSet
+		if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got); err != nil {
+			return false, err
+		}
+		return strings.Contains(string(got.Spec.Template.Spec.Source.Helm.ValuesObject.Raw), `"Halted"`), nil
+	})
+	if err != nil {
+		t.Fatalf("the FleetVM's change did not reach its ApplicationSet: %v", err)
 	}
 }

@@ -1,0 +1,122 @@
+package delivery
+
+import (
+	"encoding/json"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+)
+
+// asStored is appSet as a client reads it back from the API server: the
+// server keeps a custom resource as JSON objects (keys sorted, what it
+// does not know pruned) and the client decodes that into the Go type.
+func asStored(t *testing.T, appSet *argov1alpha1.ApplicationSet) *argov1alpha1.ApplicationSet {
+	t.Helper()
+	data, err := json.Marshal(appSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = json.Marshal(stored); err != nil {
+		t.Fatal(err)
+	}
+	out := &argov1alpha1.ApplicationSet{}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTrimmedApplicationSetKnowsItsTemplate: the cache keeps an
+// ApplicationSet without its Application template, and FleetVM still
+// tells, for every kind of ApplicationSet it renders, that the one it
+// wrote holds what it renders (so nothing is written, nothing read
+// again) and that one rendered otherwise does not.
+func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
+	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
+	inline := fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+		Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"metadata":{"labels":{"app":"a<b>&c"}},` +
+			`"spec":{"domain":{"cpu":{"cores":2},"memory":{"guest":"1.5Gi"},"firmware":{"serial":"S-1"}},"volumes":[{"name":"root","containerDisk":{"image":"quay.io/containerdisks/fedora:41"}}]}}}}`)}}
+	cases := map[string]struct {
+		spec    fleetv1alpha1.FleetVirtualMachineSpec
+		targets []Target
+	}{
+		"inline template": {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}}},
+		"inline template, a move holding a copy": {spec: inline, targets: []Target{
+			{Name: "prod-a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}, {Name: "prod-b", Environment: "prod"}}},
+		"git kustomize": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyManual,
+			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "v1.2"}},
+			targets: []Target{{Name: "edge-1", Environment: "edge"}}},
+		"git helm": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "chart", Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-{{environment}}.yaml"}, Values: "replicas: 1\n"}}},
+			targets: []Target{{Name: "prod-a", Environment: "prod"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}, Spec: tc.spec}
+			want, err := r.ApplicationSet(fvm, "fleetvm-team-a", tc.targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Status.Conditions = []argov1alpha1.ApplicationSetCondition{
+				{Type: argov1alpha1.ApplicationSetConditionResourcesUpToDate, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: "ApplicationSetUpToDate", Message: "All applications have been generated successfully"},
+				{Type: argov1alpha1.ApplicationSetConditionErrorOccurred, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: argov1alpha1.ApplicationSetReasonApplicationValidationError, Message: "cluster prod-b not found"},
+			}
+			want.Status.Resources = []argov1alpha1.ResourceStatus{{Kind: "Application", Name: "web.prod-a", Status: "Synced"}}
+			stored := asStored(t, want)
+			obj, err := TrimApplicationSet(stored.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := obj.(*argov1alpha1.ApplicationSet)
+			if !cmp.Equal(cached.Spec.Template, argov1alpha1.ApplicationSetTemplate{}) {
+				t.Errorf("the cached copy keeps its template: %+v", cached.Spec.Template)
+			}
+			if cached.Status.Resources != nil || len(cached.Status.Conditions) != 1 || !SetAside(cached) {
+				t.Errorf("cached status %+v, want only the ErrorOccurred condition, still read as set aside", cached.Status)
+			}
+			if diff := cmp.Diff(Targets(stored), Targets(cached)); diff != "" {
+				t.Errorf("targets of the cached copy (-stored +cached):\n%s", diff)
+			}
+
+			full, ok := FullApplicationSet(cached, &want.Spec.Template)
+			if !ok {
+				t.Fatal("the cached copy of what FleetVM wrote does not hold what it renders: every reconcile would read it again")
+			}
+			if diff := cmp.Diff(stored.Spec, full.Spec); diff != "" {
+				t.Errorf("spec given back for the comparison (-stored +given):\n%s", diff)
+			}
+			if diff := cmp.Diff(stored.ObjectMeta, full.ObjectMeta); diff != "" {
+				t.Errorf("metadata given back for the comparison, the cache's annotation still on it? (-stored +given):\n%s", diff)
+			}
+			if _, has := cached.Annotations[TemplateDigestAnnotation]; !has {
+				t.Errorf("giving back the full copy took the annotation off the cached copy")
+			}
+
+			changed := want.Spec.Template.DeepCopy()
+			changed.Spec.Destination.Namespace = "elsewhere"
+			if _, ok := FullApplicationSet(cached, changed); ok {
+				t.Errorf("a cached copy holding another template passes for the rendered one: a change would never be written")
+			}
+		})
+	}
+}
+
+// TestFullApplicationSetOfAnUntrimmedCopy: an ApplicationSet read past the
+// cache (a test's client, the API server) is compared as it is.
+func TestFullApplicationSetOfAnUntrimmedCopy(t *testing.T) {
+	got := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "argocd"}}
+	got.Spec.Template.Spec.Project = "p"
+	full, ok := FullApplicationSet(got, &argov1alpha1.ApplicationSetTemplate{})
+	if !ok || full != got {
+		t.Errorf("FullApplicationSet of an untrimmed copy = %v, %v; want it back as it is", full, ok)
+	}
+}
