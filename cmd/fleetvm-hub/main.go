@@ -118,6 +118,7 @@ func main() {
 			return fmt.Errorf("no hub kubeconfig: %w", err)
 		}
 		cfg.QPS, cfg.Burst = float32(qps), burst
+		cfg.WarningHandlerWithContext = hub.WarningHandler()
 
 		webhookOpts := webhook.Options{Port: webhookPort, CertDir: certDir}
 		var rotator *certs.Rotator

@@ -1,0 +1,32 @@
+package hub
+
+import (
+	"context"
+	"strings"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// WarningHandler logs the API server's warnings as controller-runtime
+// does (with the logger of the reconcile that got them), except the one
+// about Argo CD's own finalizer name: the API server warns that
+// resources-finalizer.argocd.argoproj.io is not domain-qualified every time
+// FleetVM adds it to an Application, which is every Application it deletes
+// with its VM. The name is Argo CD's, nothing an operator can change, and
+// the line would be logged once per cluster of every FleetVM deleted.
+func WarningHandler() rest.WarningHandlerWithContext {
+	return argoFinalizerNameFilter{next: log.NewKubeAPIWarningLogger(log.KubeAPIWarningLoggerOptions{})}
+}
+
+type argoFinalizerNameFilter struct {
+	next rest.WarningHandlerWithContext
+}
+
+func (f argoFinalizerNameFilter) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, message string) {
+	if strings.Contains(message, `"`+argov1alpha1.ResourcesFinalizerName+`"`) && strings.Contains(message, "domain-qualified finalizer name") {
+		return
+	}
+	f.next.HandleWarningHeaderWithContext(ctx, code, agent, message)
+}
