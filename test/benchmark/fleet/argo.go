@@ -34,8 +34,9 @@ import (
 //     ArgoRefresh (default 3 minutes, Argo CD's reconciliation timeout),
 //     spread over the period, as Argo CD's periodic refresh does. An
 //     Application deleted with Argo CD's resources finalizer has its VM
-//     deleted from the cluster, then the finalizer removed; one deleted
-//     without it leaves the VM. Both are counted.
+//     deleted from the cluster, then the finalizer removed, by as many
+//     workers as Argo CD's operation processors; one deleted without it
+//     leaves the VM. Both are counted.
 //
 // It does not render Helm charts or apply anything: the agent stand-in
 // "receives" the VM from the Application's values.
@@ -50,7 +51,16 @@ type argoStandIn struct {
 	// created counts the Applications created per ApplicationSet.
 	deleted map[string]bool
 	created map[string]int
+	// removals are the Applications being deleted with the resources
+	// finalizer whose VM is still to remove, by name: worked through by
+	// argoOperationProcessors workers, as Argo CD's application
+	// controller does, not one at a time in the informer's handler.
+	removals workqueue.TypedRateLimitingInterface[string]
 }
+
+// argoOperationProcessors is Argo CD's application controller's default
+// number of operation processors (--operation-processors).
+const argoOperationProcessors = 10
 
 func newArgoStandIn(h *harness) *argoStandIn {
 	return &argoStandIn{
@@ -60,6 +70,8 @@ func newArgoStandIn(h *harness) *argoStandIn {
 		apps:    map[string]*argov1alpha1.Application{},
 		deleted: map[string]bool{},
 		created: map[string]int{},
+		removals: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench-argocd-removals"}),
 	}
 }
 
@@ -84,9 +96,27 @@ func (a *argoStandIn) start(ctx context.Context, workers int, refresh time.Durat
 			}
 		}()
 	}
+	for range argoOperationProcessors {
+		go func() {
+			for {
+				name, shutdown := a.removals.Get()
+				if shutdown {
+					return
+				}
+				if err := a.remove(ctx, name); err != nil && ctx.Err() == nil {
+					a.h.logf("argo stand-in: %v", err)
+					a.removals.AddRateLimited(name)
+				} else {
+					a.removals.Forget(name)
+				}
+				a.removals.Done(name)
+			}
+		}()
+	}
 	go func() {
 		<-ctx.Done()
 		a.queue.ShutDown()
+		a.removals.ShutDown()
 	}()
 	if refresh > 0 {
 		go a.refreshLoop(ctx, refresh)
@@ -149,17 +179,29 @@ func (a *argoStandIn) appChanged(ctx context.Context, app *argov1alpha1.Applicat
 	if gone || !slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
 		return
 	}
+	a.removals.Add(app.Name)
+}
+
+// remove deletes the VM of an Application being deleted with the
+// resources finalizer from its cluster, then removes the finalizer.
+func (a *argoStandIn) remove(ctx context.Context, name string) error {
+	app := &argov1alpha1.Application{}
+	if err := a.h.cache.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: name}, app); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if app.DeletionTimestamp == nil || !slices.Contains(app.Finalizers, argov1alpha1.ResourcesFinalizerName) {
+		return nil
+	}
 	if err := a.h.agents.undeliver(ctx, app); err != nil {
-		a.h.logf("argo stand-in: delete the VM of %s: %v", app.Name, err)
-		return
+		return fmt.Errorf("delete the VM of %s: %w", app.Name, err)
 	}
 	patch := client.MergeFrom(app.DeepCopy())
-	app = app.DeepCopy()
 	app.Finalizers = slices.DeleteFunc(app.Finalizers, func(f string) bool { return f == argov1alpha1.ResourcesFinalizerName })
 	a.writes.Add(1)
 	if err := a.h.gen.Patch(ctx, app, patch); client.IgnoreNotFound(err) != nil {
-		a.h.logf("argo stand-in: remove the finalizer of %s: %v", app.Name, err)
+		return fmt.Errorf("remove the finalizer of %s: %w", app.Name, err)
 	}
+	return nil
 }
 
 // deletedApplications is how many Applications were seen deleted.
