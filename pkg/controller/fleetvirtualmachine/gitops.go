@@ -166,9 +166,6 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 		return nil, apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applicationsets").GroupResource(), got.Name,
 			fmt.Errorf("the cache holds an older ApplicationSet of that name"))
 	}
-	if full, ok := delivery.FullApplicationSet(live, want); ok {
-		return full, nil // a reader that trims, as the cache
-	}
 	return live, nil
 }
 
