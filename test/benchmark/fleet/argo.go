@@ -79,40 +79,8 @@ func newArgoStandIn(h *harness) *argoStandIn {
 func (a *argoStandIn) appSetChanged(name string) { a.queue.Add(name) }
 
 func (a *argoStandIn) start(ctx context.Context, workers int, refresh time.Duration) {
-	for range workers {
-		go func() {
-			for {
-				name, shutdown := a.queue.Get()
-				if shutdown {
-					return
-				}
-				if err := a.sync(ctx, name); err != nil && ctx.Err() == nil {
-					a.h.logf("argo stand-in: %v", err)
-					a.queue.AddRateLimited(name)
-				} else {
-					a.queue.Forget(name)
-				}
-				a.queue.Done(name)
-			}
-		}()
-	}
-	for range argoOperationProcessors {
-		go func() {
-			for {
-				name, shutdown := a.removals.Get()
-				if shutdown {
-					return
-				}
-				if err := a.remove(ctx, name); err != nil && ctx.Err() == nil {
-					a.h.logf("argo stand-in: %v", err)
-					a.removals.AddRateLimited(name)
-				} else {
-					a.removals.Forget(name)
-				}
-				a.removals.Done(name)
-			}
-		}()
-	}
+	a.work(ctx, a.queue, workers, a.sync)
+	a.work(ctx, a.removals, argoOperationProcessors, a.remove)
 	go func() {
 		<-ctx.Done()
 		a.queue.ShutDown()
@@ -120,6 +88,28 @@ func (a *argoStandIn) start(ctx context.Context, workers int, refresh time.Durat
 	}()
 	if refresh > 0 {
 		go a.refreshLoop(ctx, refresh)
+	}
+}
+
+// work runs n workers taking names off q, each handled by fn; a name whose
+// fn fails is retried with backoff.
+func (a *argoStandIn) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], n int, fn func(context.Context, string) error) {
+	for range n {
+		go func() {
+			for {
+				name, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				if err := fn(ctx, name); err != nil && ctx.Err() == nil {
+					a.h.logf("argo stand-in: %v", err)
+					q.AddRateLimited(name)
+				} else {
+					q.Forget(name)
+				}
+				q.Done(name)
+			}
+		}()
 	}
 }
 
