@@ -80,21 +80,23 @@ type Options struct {
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
 // only argocd-cm (whether sync impersonation is on). The kinds FleetVM keeps in
 // Argo CD's namespace are cached only there: its RBAC there is a Role.
+// Every cached object's repeated strings are shared (internStrings), and
+// the field indexes are stored for the Lists the hub makes (fieldindex).
 func CacheOptions(argoNamespace string) cache.Options {
 	argo := cache.ByObject{Namespaces: map[string]cache.Config{argoNamespace: {}}}
 	gitOpsCluster := &unstructured.Unstructured{}
 	gitOpsCluster.SetGroupVersionKind(fleetvirtualmachine.GitOpsClusterGVK)
 	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: then(cache.TransformStripManagedFields()),
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1beta1.Placement{}:         argo,
 			&clusterv1beta1.PlacementDecision{}: argo,
 			// Not its Application template, only the template's digest
 			// (delivery.TrimApplicationSet).
-			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: delivery.TrimApplicationSet},
+			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplicationSet)},
 			// What the hub reads of an Application, not its spec and
 			// full status (a ByObject transform replaces the default one).
-			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: delivery.TrimApplication},
+			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplication)},
 			&argov1alpha1.AppProject{}:  argo,
 			gitOpsCluster:               argo,
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
@@ -106,6 +108,8 @@ func CacheOptions(argoNamespace string) cache.Options {
 			}},
 			// Only the fleetvm agents' capacity scores, not other addons'.
 			&clusterv1alpha1.AddOnPlacementScore{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName)},
+			// Not their labels (trimVMReport).
+			&fleetv1alpha1.VMReport{}: {Transform: then(trimVMReport)},
 			// Only FleetVM's ManifestWorks (disk images), not the addons'.
 			&workv1.ManifestWork{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		},
@@ -172,4 +176,16 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("set up VM shapes controller: %w", err)
 	}
 	return nil
+}
+
+// trimVMReport is the cache transform of VMReports: the hub finds them by
+// their spec (IndexReportFleetVM, IndexReportVM) and reads only their spec,
+// never their labels, which the agent writes for kubectl; a label map is
+// a fifth of a report in memory, and the hub holds one report per copy.
+func trimVMReport(obj any) (any, error) {
+	if report, ok := obj.(*fleetv1alpha1.VMReport); ok {
+		report.ManagedFields = nil
+		report.Labels = nil
+	}
+	return obj, nil
 }
