@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/fieldindex"
 )
 
 // IndexVM indexes FleetVirtualMachines with an inline template by the VM
@@ -52,9 +53,10 @@ func Key(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
 	return Identity(fvm).String(), true
 }
 
-// SetupIndex registers IndexVM.
+// SetupIndex registers IndexVM, for Lists across namespaces (the value
+// names the VM's namespace).
 func SetupIndex(ctx context.Context, indexer client.FieldIndexer) error {
-	err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexVM, func(o client.Object) []string {
+	err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexVM, fieldindex.AllNamespaces, func(o client.Object) []string {
 		if key, ok := Key(o.(*fleetv1alpha1.FleetVirtualMachine)); ok {
 			return []string{key}
 		}

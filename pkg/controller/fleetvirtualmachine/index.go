@@ -14,11 +14,15 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/fieldindex"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
 
-// Cache indexes of FleetVirtualMachines.
+// Cache indexes of FleetVirtualMachines. Each is stored for the Lists the
+// hub makes by it (fieldindex): across namespaces, or for Applications and
+// PlacementDecisions in Argo CD's namespace; IndexClusterSet for both. A
+// List of the other kind by one of them finds nothing.
 const (
 	// IndexStatusCluster indexes by the clusters the status lists, so a
 	// ManagedCluster change reaches only the FleetVMs on that cluster.
@@ -96,7 +100,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexDraining, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusCluster, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusCluster, fieldindex.AllNamespaces, func(o client.Object) []string {
 		return statusClusters(o.(*fleetv1alpha1.FleetVirtualMachine))
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexStatusCluster, err)
@@ -106,7 +110,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexClusterSet, err)
 	}
-	if err := indexer.IndexField(ctx, &argov1alpha1.Application{}, IndexOwner, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &argov1alpha1.Application{}, IndexOwner, fieldindex.OwnNamespace, func(o client.Object) []string {
 		if key, ok := delivery.OwnerKey(o); ok {
 			return []string{key.String()}
 		}
@@ -114,7 +118,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexOwner, err)
 	}
-	if err := indexer.IndexField(ctx, &clusterv1beta1.PlacementDecision{}, IndexPlacement, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &clusterv1beta1.PlacementDecision{}, IndexPlacement, fieldindex.OwnNamespace, func(o client.Object) []string {
 		if name := o.GetLabels()[clusterv1beta1.PlacementLabel]; name != "" {
 			return []string{name}
 		}
@@ -122,13 +126,13 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexPlacement, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexProject, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexProject, fieldindex.AllNamespaces, func(o client.Object) []string {
 		fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
 		return []string{tenancy.ProjectFor(fvm.Namespace, fvm.Spec.Delivery.Project)}
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexProject, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexWaiting, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexWaiting, fieldindex.AllNamespaces, func(o client.Object) []string {
 		if waitingForClusters(o.(*fleetv1alpha1.FleetVirtualMachine)) {
 			return []string{"true"}
 		}
@@ -136,7 +140,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexWaiting, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusPlacement, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexStatusPlacement, fieldindex.AllNamespaces, func(o client.Object) []string {
 		if p := o.(*fleetv1alpha1.FleetVirtualMachine).Status.Placement; p != nil && p.Name != "" {
 			return []string{p.Name}
 		}
@@ -144,7 +148,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexStatusPlacement, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexWantsCandidates, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexWantsCandidates, fieldindex.AllNamespaces, func(o client.Object) []string {
 		if name, ok := wantsCandidates(o.(*fleetv1alpha1.FleetVirtualMachine)); ok {
 			return []string{name}
 		}
@@ -152,13 +156,13 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexWantsCandidates, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.VMReport{}, IndexReportFleetVM, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.VMReport{}, IndexReportFleetVM, fieldindex.AllNamespaces, func(o client.Object) []string {
 		ref := o.(*fleetv1alpha1.VMReport).Spec.FleetVM
 		return []string{ref.Namespace + "/" + ref.Name}
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexReportFleetVM, err)
 	}
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.VMReport{}, IndexReportVM, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.VMReport{}, IndexReportVM, fieldindex.AllNamespaces, func(o client.Object) []string {
 		vms := o.(*fleetv1alpha1.VMReport).Spec.VMs
 		out := make([]string, 0, len(vms))
 		for _, vm := range vms {

@@ -126,7 +126,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: report.Spec.FleetVM.Namespace, Name: report.Spec.FleetVM.Name}}}
 		for _, vm := range report.Spec.VMs {
-			for _, req := range r.fleetVMsMatching(ctx, "claiming a reported VM", obj, client.InNamespace(vm.Namespace),
+			for _, req := range r.fleetVMsMatching(ctx, "claiming a reported VM", obj,
 				client.MatchingFields{vmclaim.IndexVM: vm.Namespace + "/" + vm.Name}) {
 				if !slices.Contains(reqs, req) {
 					reqs = append(reqs, req)

@@ -376,7 +376,7 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 	}
 	e.waitCache(b, func() (bool, error) {
 		var apps argov1alpha1.ApplicationList
-		if err := e.cache.List(ctx, &apps, client.MatchingFields{fleetvirtualmachine.IndexOwner: key.String()}); err != nil {
+		if err := e.cache.List(ctx, &apps, client.InNamespace(argoNS), client.MatchingFields{fleetvirtualmachine.IndexOwner: key.String()}); err != nil {
 			return false, err
 		}
 		var last fleetv1alpha1.VMReport

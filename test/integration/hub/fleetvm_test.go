@@ -33,6 +33,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
@@ -642,6 +643,35 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	// FleetVM wrote must pass for what it renders without a read.
 	if n := reads.Load(); n != 0 {
 		t.Errorf("no-op reconciles read the API server %d times past the cache, want 0", n)
+	}
+	// Which found the Applications and the FleetVM's VM through indexes
+	// stored once, for the Lists the hub makes (fieldindex): a List of the
+	// other kind finds nothing.
+	now := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := reader.Get(ctx, key, now); err != nil {
+		t.Fatal(err)
+	}
+	vm, _ := vmclaim.Key(now)
+	indexedOnce(t, reader, &argov1alpha1.ApplicationList{}, fleetvirtualmachine.IndexOwner, key.String(), argoNS, false)
+	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, vmclaim.IndexVM, vm, key.Namespace, true)
+	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, fleetvirtualmachine.IndexStatusCluster, now.Status.Clusters[0].Cluster, key.Namespace, true)
+}
+
+// indexedOnce fails unless the cache's index by field finds objects with
+// value in Lists across namespaces (acrossNamespaces) or in namespace ns,
+// and none in Lists of the other kind.
+func indexedOnce(t *testing.T, c cache.Cache, list client.ObjectList, field, value, ns string, acrossNamespaces bool) {
+	t.Helper()
+	count := func(opts ...client.ListOption) int {
+		if err := c.List(t.Context(), list, append(opts, client.MatchingFields{field: value})...); err != nil {
+			t.Fatal(err)
+		}
+		return meta.LenList(list)
+	}
+	across, in := count(), count(client.InNamespace(ns))
+	if acrossNamespaces && (across == 0 || in != 0) || !acrossNamespaces && (in == 0 || across != 0) {
+		t.Errorf("index %s=%s: %d found across namespaces, %d in %s; want them only %s", field, value, across, in, ns,
+			map[bool]string{true: "across namespaces", false: "in " + ns}[acrossNamespaces])
 	}
 }
 
