@@ -43,15 +43,11 @@ const (
 	indexPrefix   = "field:"
 )
 
-// informers is what Add needs of a cache to index once: its informers.
-type informers interface {
-	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
-}
-
 // Add indexes obj's kind by field for the Lists of scope. An indexer that
-// is not a cache (a fake client's) gets IndexField, which serves both.
+// is not a cache's (cache.Informers: a fake client's) gets IndexField,
+// which serves both.
 func Add(ctx context.Context, indexer client.FieldIndexer, obj client.Object, field string, scope Scope, extract client.IndexerFunc) error {
-	c, ok := indexer.(informers)
+	c, ok := indexer.(cache.Informers)
 	if scope == Both || !ok {
 		return indexer.IndexField(ctx, obj, field, extract)
 	}
