@@ -50,6 +50,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,6 +216,37 @@ func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, fi
 		return false, nil
 	}
 	return Mutate(ctx, c, obj, func() { controllerutil.RemoveFinalizer(obj, finalizer) })
+}
+
+// RemoveFinalizerTested removes finalizer from obj with a JSON patch that
+// first tests that the object is the one read (its UID) and that its
+// finalizers are still those read, instead of naming the resourceVersion
+// read: for an object the caller has just deleted, whose deletion moved its
+// resourceVersion on to one the caller does not know. A finalizer another
+// controller added or removed since is never lost: the test fails and the
+// write is refused as a Conflict, as a locked write would be.
+func RemoveFinalizerTested(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
+	had := obj.GetFinalizers()
+	keep := slices.DeleteFunc(slices.Clone(had), func(f string) bool { return f == finalizer })
+	data, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": obj.GetUID()},
+		{"op": "test", "path": "/metadata/finalizers", "value": had},
+		{"op": "replace", "path": "/metadata/finalizers", "value": keep},
+	})
+	if err != nil {
+		return false, err
+	}
+	if err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		if apierrors.IsInvalid(err) {
+			// A failed test (422): the object changed since it was read.
+			return false, apierrors.NewConflict(schema.GroupResource{}, obj.GetName(), err)
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // Status writes obj's status when it differs from before's (obj as it was

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -303,6 +304,79 @@ func TestRequeue(t *testing.T) {
 			}
 			if !tc.wantErr && res != tc.want {
 				t.Errorf("result = %+v, want %+v", res, tc.want)
+			}
+		})
+	}
+}
+
+// TestRemoveFinalizerTested: a finalizer comes off an object the caller
+// has just deleted, though the delete moved its resourceVersion on; a
+// change of its finalizers since it was read, or another object of the
+// name, is refused as a Conflict and nothing is lost.
+func TestRemoveFinalizerTested(t *testing.T) {
+	const mine, theirs = "fleetvm.io/mine", "example.com/theirs"
+	cases := map[string]struct {
+		between     func(cm *corev1.ConfigMap) // after the read, before the write
+		wantRefused bool
+		want        []string // finalizers after; nil: gone
+	}{
+		"deleted since it was read": {},
+		"their finalizer added since": {
+			between:     func(cm *corev1.ConfigMap) { cm.Finalizers = append(cm.Finalizers, theirs) },
+			wantRefused: true, want: []string{mine, theirs},
+		},
+		"mine taken off and put back since by someone else": {
+			between:     func(cm *corev1.ConfigMap) { cm.Finalizers = []string{theirs, mine} },
+			wantRefused: true, want: []string{theirs, mine},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm", UID: "uid-1", Finalizers: []string{mine}}}
+			c := fake.NewClientBuilder().WithObjects(cm).WithInterceptorFuncs(interceptor.Funcs{
+				// The API server answers a JSON patch whose test fails with
+				// 422 (its patch handler); the fake client with a plain error.
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					err := c.Patch(ctx, obj, patch, opts...)
+					if err != nil && !apierrors.IsNotFound(err) && apierrors.ReasonForError(err) == metav1.StatusReasonUnknown {
+						return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", err.Error(), 0, false)
+					}
+					return err
+				},
+			}).Build()
+			read := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cm), read); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Delete(ctx, read.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.between != nil {
+				live := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(cm), live); err != nil {
+					t.Fatal(err)
+				}
+				tc.between(live)
+				if err := c.Update(ctx, live); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wrote, err := RemoveFinalizerTested(ctx, c, read, mine)
+			if refused := Stale(err); refused != tc.wantRefused || (err != nil && !refused) || wrote == refused {
+				t.Fatalf("RemoveFinalizerTested = %v, %v; want refused as stale: %v", wrote, err, tc.wantRefused)
+			}
+			after := &corev1.ConfigMap{}
+			var got []string
+			switch err := c.Get(ctx, client.ObjectKeyFromObject(cm), after); {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				t.Fatal(err)
+			default:
+				got = after.Finalizers
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("finalizers after (-want,+got):\n%s", diff)
 			}
 		})
 	}

@@ -58,7 +58,7 @@ func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner 
 				errs = append(errs, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err))
 			}
 		}
-		errs = append(errs, r.releaseApplicationSet(ctx, fvm, appSet))
+		errs = append(errs, r.releaseApplicationSet(ctx, fvm, appSet, func(app *argov1alpha1.Application) { setResourcesFinalizer(app, false) }))
 	}
 	apps, err := r.listApplications(ctx, fvm)
 	errs = append(errs, err)

@@ -70,7 +70,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 				return ctrl.Result{}, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err)
 			}
 		}
-		return ctrl.Result{}, r.releaseApplicationSet(ctx, fvm, appSet) // its deletion brings us back
+		// Each Application gets the finalizer its removal needs in the
+		// write that detaches it, unless Argo CD reports it invalid (step
+		// 2 waits for that to clear).
+		prepare := func(app *argov1alpha1.Application) {
+			if !deleteVMs || delivery.RemovalBlocked(app) == "" {
+				setResourcesFinalizer(app, deleteVMs)
+			}
+		}
+		return ctrl.Result{}, r.releaseApplicationSet(ctx, fvm, appSet, prepare) // its deletion brings us back
 	}
 
 	apps, err := r.listApplications(ctx, fvm)

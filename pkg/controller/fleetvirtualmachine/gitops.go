@@ -117,7 +117,7 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 	if got != nil && got.DeletionTimestamp != nil {
 		// Deleted by someone else: detach the Applications so their VMs
 		// survive, let it go, and recreate it on the next pass.
-		return nil, r.releaseApplicationSet(ctx, fvm, got)
+		return nil, r.releaseApplicationSet(ctx, fvm, got, nil)
 	}
 	if got != nil {
 		if got, err = r.fullApplicationSet(ctx, got, &want.Spec.Template); err != nil {
@@ -171,22 +171,42 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 
 // releaseApplicationSet lets a deleted ApplicationSet go without taking its
 // Applications along: owner references to it are removed first, so the
-// garbage collector has nothing to delete.
-func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet) error {
+// garbage collector has nothing to delete. prepare, when not nil, changes
+// each Application in the same write (the deletion sets Argo CD's resources
+// finalizer as its policy says: one write per Application less).
+func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, prepare func(*argov1alpha1.Application)) error {
 	apps, err := r.listApplications(ctx, fvm)
 	if err != nil {
 		return err
 	}
 	for i := range apps {
 		app := &apps[i]
-		if _, err := write.Mutate(ctx, r.Client, app, func() { app.OwnerReferences = withoutOwner(app.OwnerReferences, appSet.UID) }); err != nil {
+		if _, err := write.Mutate(ctx, r.Client, app, func() {
+			app.OwnerReferences = withoutOwner(app.OwnerReferences, appSet.UID)
+			if prepare != nil && app.DeletionTimestamp == nil {
+				prepare(app)
+			}
+		}); err != nil {
 			return fmt.Errorf("detach Application %s from its ApplicationSet: %w", klog.KObj(app), err)
 		}
 	}
-	if _, err := write.RemoveFinalizer(ctx, r.Client, appSet, delivery.ProtectionFinalizer); err != nil && !apierrors.IsNotFound(err) {
+	// Tested, not locked to the version read: the caller may just have
+	// deleted it, which moved its resourceVersion on.
+	if _, err := write.RemoveFinalizerTested(ctx, r.Client, appSet, delivery.ProtectionFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release ApplicationSet %s: %w", klog.KObj(appSet), err)
 	}
 	return nil
+}
+
+// setResourcesFinalizer puts Argo CD's resources finalizer on app when its
+// deletion must remove the VM from the cluster, and takes it off when the
+// VM must stay.
+func setResourcesFinalizer(app *argov1alpha1.Application, deleteVM bool) {
+	if deleteVM {
+		controllerutil.AddFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+	} else {
+		controllerutil.RemoveFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+	}
 }
 
 // adoptApplications gives Applications left without an owner (their
@@ -222,12 +242,10 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 	if app.DeletionTimestamp != nil {
 		return nil
 	}
-	setFinalizer := write.RemoveFinalizer
-	if deleteVM {
-		setFinalizer = write.AddFinalizer
-	}
-	if _, err := setFinalizer(ctx, r.Client, app, argov1alpha1.ResourcesFinalizerName); err != nil {
-		return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
+	if controllerutil.ContainsFinalizer(app, argov1alpha1.ResourcesFinalizerName) != deleteVM {
+		if _, err := write.Mutate(ctx, r.Client, app, func() { setResourcesFinalizer(app, deleteVM) }); err != nil {
+			return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
+		}
 	}
 	if err := r.Client.Delete(ctx, app, client.Preconditions{UID: &app.UID, ResourceVersion: &app.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)
