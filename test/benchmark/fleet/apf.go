@@ -32,8 +32,13 @@ import (
 // hubUser is the user fleetvm-hub authenticates as.
 const hubUser = "fleetvm-hub"
 
-// writeVerbs are the mutating verbs.
-var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
+// writeVerbs are the mutating verbs but deletions; deleteVerbs those,
+// counted apart in each class (a deletion costs the API server more than
+// a patch, and the hub's deletions follow its own deliberate steps).
+var (
+	writeVerbs  = []string{"create", "update", "patch"}
+	deleteVerbs = []string{"delete", "deletecollection"}
+)
 
 // writeClass is one kind of write the report breaks down.
 type writeClass struct {
@@ -63,6 +68,8 @@ func flowSchemaName(class string) string {
 	return "fleetvm-bench-hub-writes-" + slug(class)
 }
 
+func deleteSchemaName(class string) string { return "fleetvm-bench-hub-deletes-" + slug(class) }
+
 func slug(s string) string {
 	out := []byte(s)
 	for i, c := range out {
@@ -91,12 +98,15 @@ func installFlowSchemas(ctx context.Context, admin client.Client, kube kubernete
 	}
 	var schemas []*flowcontrolv1.FlowSchema
 	for i, c := range writeClasses {
-		schemas = append(schemas, schema(c.Name, int32(10+i), flowcontrolv1.PolicyRulesWithSubjects{
-			ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
-				Verbs: writeVerbs, APIGroups: c.Groups, Resources: c.Resources,
+		rules := func(verbs []string) flowcontrolv1.PolicyRulesWithSubjects {
+			return flowcontrolv1.PolicyRulesWithSubjects{ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+				Verbs: verbs, APIGroups: c.Groups, Resources: c.Resources,
 				ClusterScope: true, Namespaces: []string{flowcontrolv1.NamespaceEvery},
-			}},
-		}))
+			}}}
+		}
+		deletes := schema(c.Name, int32(10+2*i), rules(deleteVerbs))
+		deletes.Name = deleteSchemaName(c.Name)
+		schemas = append(schemas, deletes, schema(c.Name, int32(11+2*i), rules(writeVerbs)))
 	}
 	schemas = append(schemas, schema(readsClass, 40, flowcontrolv1.PolicyRulesWithSubjects{
 		ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
@@ -127,10 +137,12 @@ func installFlowSchemas(ctx context.Context, admin client.Client, kube kubernete
 	})
 }
 
-// hubCounts are the API server's counts of the hub's requests.
+// hubCounts are the API server's counts of the hub's requests: writes per
+// class, deletions included, and of those the deletions.
 type hubCounts struct {
-	Writes map[string]float64
-	Reads  float64
+	Writes  map[string]float64
+	Deletes map[string]float64
+	Reads   float64
 }
 
 func (c hubCounts) totalWrites() float64 {
@@ -147,9 +159,12 @@ func (c hubCounts) writesExceptEvents() float64 { return c.totalWrites() - c.Wri
 
 // sub returns c - before.
 func (c hubCounts) sub(before hubCounts) hubCounts {
-	out := hubCounts{Writes: map[string]float64{}, Reads: c.Reads - before.Reads}
+	out := hubCounts{Writes: map[string]float64{}, Deletes: map[string]float64{}, Reads: c.Reads - before.Reads}
 	for k, v := range c.Writes {
 		out.Writes[k] = v - before.Writes[k]
+	}
+	for k, v := range c.Deletes {
+		out.Deletes[k] = v - before.Deletes[k]
 	}
 	return out
 }
@@ -177,9 +192,10 @@ func readHubCounts(ctx context.Context, kube kubernetes.Interface) (hubCounts, e
 		return hubCounts{}, err
 	}
 	const metric = "apiserver_flowcontrol_dispatched_requests_total"
-	c := hubCounts{Writes: map[string]float64{}}
+	c := hubCounts{Writes: map[string]float64{}, Deletes: map[string]float64{}}
 	for _, wc := range writeClasses {
-		c.Writes[wc.Name] = ss.sum(metric, map[string]string{"flow_schema": flowSchemaName(wc.Name)})
+		c.Deletes[wc.Name] = ss.sum(metric, map[string]string{"flow_schema": deleteSchemaName(wc.Name)})
+		c.Writes[wc.Name] = ss.sum(metric, map[string]string{"flow_schema": flowSchemaName(wc.Name)}) + c.Deletes[wc.Name]
 	}
 	c.Reads = ss.sum(metric, map[string]string{"flow_schema": flowSchemaName(readsClass)})
 	return c, nil
