@@ -122,41 +122,13 @@ fleetvm_fleetvirtualmachines{condition="Ready",namespace="vms",status="Unknown"}
 `
 
 const clustersWant = `
-# HELP fleetvm_fleetvirtualmachine_clusters Clusters of a FleetVirtualMachine by the phase of the VM there (status.clusters).
+# HELP fleetvm_fleetvirtualmachine_clusters Clusters of a FleetVirtualMachine by the phase of the VM there (status.clusters); only phases with at least one cluster have a series.
 # TYPE fleetvm_fleetvirtualmachine_clusters gauge
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Failed"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Leaving"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Pending"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Provisioning"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Removing"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Running"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Starting"} 0
 fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Stopped"} 1
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Stopping"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="Unknown"} 0
-fleetvm_fleetvirtualmachine_clusters{name="batch",namespace="apps",phase="WaitingForImage"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Failed"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Leaving"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Pending"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Provisioning"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Removing"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Running"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Starting"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Stopped"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Stopping"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="Unknown"} 0
-fleetvm_fleetvirtualmachine_clusters{name="db",namespace="vms",phase="WaitingForImage"} 0
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Failed"} 0
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Leaving"} 1
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Pending"} 0
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Provisioning"} 0
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Removing"} 0
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Running"} 2
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Starting"} 1
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Stopped"} 0
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Stopping"} 0
 fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="Unknown"} 1
-fleetvm_fleetvirtualmachine_clusters{name="web",namespace="vms",phase="WaitingForImage"} 0
 # HELP fleetvm_fleetvirtualmachine_clusters_desired Clusters a FleetVirtualMachine asks for (status.summary.desired).
 # TYPE fleetvm_fleetvirtualmachine_clusters_desired gauge
 fleetvm_fleetvirtualmachine_clusters_desired{name="batch",namespace="apps"} 1
@@ -221,19 +193,29 @@ func TestCollector(t *testing.T) {
 }
 
 // TestCardinality: each FleetVirtualMachine has one series per cluster
-// phase however many clusters it is on.
+// phase its clusters are in, however many clusters it is on: a fleet that
+// runs everywhere has one per FleetVirtualMachine, not one per phase.
 func TestCardinality(t *testing.T) {
 	var objs []client.Object
 	for i := range 20 {
 		f := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: fmt.Sprintf("vm-%d", i)}}
 		for j := range 50 {
-			f.Status.Clusters = append(f.Status.Clusters, entry(fmt.Sprintf("cluster-%d", j), fleetv1alpha1.ClusterPhaseRunning, true))
+			phase := fleetv1alpha1.ClusterPhaseRunning
+			if i == 0 && j%2 == 1 {
+				phase = fleetv1alpha1.ClusterPhaseStarting // vm-0: two phases
+			}
+			f.Status.Clusters = append(f.Status.Clusters, entry(fmt.Sprintf("cluster-%d", j), phase, true))
 		}
 		objs = append(objs, f)
 	}
 	c := NewCollector(fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).Build(), logr.Discard())
-	if got, want := testutil.CollectAndCount(c, "fleetvm_fleetvirtualmachine_clusters"), 20*len(clusterPhases); got != want {
+	if got, want := testutil.CollectAndCount(c, "fleetvm_fleetvirtualmachine_clusters"), 21; got != want {
 		t.Errorf("fleetvm_fleetvirtualmachine_clusters has %d series, want %d", got, want)
+	}
+	for _, name := range []string{"fleetvm_fleetvirtualmachine_clusters_desired", "fleetvm_fleetvirtualmachine_clusters_ready"} {
+		if got := testutil.CollectAndCount(c, name); got != 20 {
+			t.Errorf("%s has %d series, want one per FleetVirtualMachine (20)", name, got)
+		}
 	}
 	if got, want := testutil.CollectAndCount(c, "fleetvm_fleetvirtualmachines"), len(conditionTypes)*len(conditionStatuses); got != want {
 		t.Errorf("fleetvm_fleetvirtualmachines has %d series for one namespace, want %d", got, want)

@@ -127,7 +127,8 @@ fleetvm_metrics_list_errors_total{kind="FleetVirtualMachine"} 0
 	if err != nil {
 		t.Fatalf("scrapes never showed the fleet: %v\n%v", err, last)
 	}
-	if n, err := testutil.GatherAndCount(ctrlmetrics.Registry, "fleetvm_fleetvirtualmachine_clusters"); err != nil || n != 11 {
-		t.Errorf("fleetvm_fleetvirtualmachine_clusters: %d series (err %v), want one per phase (11)", n, err)
+	// Running on prod-a, Failed on prod-b: one series per phase there is.
+	if n, err := testutil.GatherAndCount(ctrlmetrics.Registry, "fleetvm_fleetvirtualmachine_clusters"); err != nil || n != 2 {
+		t.Errorf("fleetvm_fleetvirtualmachine_clusters: %d series (err %v), want one per phase its clusters are in (2)", n, err)
 	}
 }
