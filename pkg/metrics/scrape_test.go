@@ -33,7 +33,7 @@ func (r fleetReader) List(_ context.Context, list client.ObjectList, _ ...client
 // BenchmarkScrape is one scrape of the collector's series through
 // promhttp, gzipped as Prometheus asks, with n FleetVirtualMachines
 // running on 3 clusters each: what every read of the hub's /metrics
-// costs, growing with the fleet (13 series per FleetVirtualMachine).
+// costs, growing with the fleet (3 series per FleetVirtualMachine that runs).
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("fleetvms=%d", n), func(b *testing.B) {

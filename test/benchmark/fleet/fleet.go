@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,6 +126,11 @@ type Config struct {
 	// after it (a point of the scaling series), not the physical limit,
 	// the status latency and the decision change.
 	BurstOnly bool
+	// Restarts is how many times the restart scenario runs, one after the
+	// other on the same fleet (default 1): the second and later are
+	// reported as "restart 2" and so on. The hub binary is started anew
+	// each time, so a wrapper script can compare two builds on one fleet.
+	Restarts int
 	// Timeout bounds each wait for convergence (default 15 minutes).
 	Timeout time.Duration
 
@@ -260,10 +266,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (h *harness) run(ctx context.Context) error {
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"start the hub API server and the OCM scheduler", h.startFleet},
 		{"register the managed clusters", h.registerClusters},
 		{"start the load generator", h.startLoad},
@@ -272,10 +279,14 @@ func (h *harness) run(ctx context.Context) error {
 		{"physical limit", h.physicalLimit},
 		{"burst", h.burst},
 		{"at rest", h.atRest},
-		{"restart", h.restart},
+		{"restart", func(ctx context.Context) error { return h.restart(ctx, 1) }},
 		{"status latency", h.statusLatency},
 		{"decision change", h.decisionChange},
 		{"mass deletion", h.massDeletion},
+	}
+	for i := h.cfg.Restarts; i > 1; i-- {
+		at := slices.IndexFunc(steps, func(s step) bool { return s.name == "restart" }) + 1
+		steps = slices.Insert(steps, at, step{fmt.Sprintf("restart %d", i), func(ctx context.Context) error { return h.restart(ctx, i) }})
 	}
 	for _, s := range steps {
 		if h.cfg.BurstOnly && (s.name == "physical limit" || s.name == "status latency" || s.name == "decision change") {

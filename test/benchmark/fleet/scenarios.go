@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -683,8 +684,12 @@ func (h *harness) moveOff(ctx context.Context, cluster string, affected []*fleet
 // process: how long until it is steady (it reconciled every
 // FleetVirtualMachine and its queue is empty, counted from its start) and
 // what it wrote by then and until the hub is quiet. A hub that finds
-// everything in place writes nothing.
-func (h *harness) restart(ctx context.Context) error {
+// everything in place writes nothing. n numbers the restarts of one run.
+func (h *harness) restart(ctx context.Context, n int) error {
+	label := "restart"
+	if n > 1 {
+		label = fmt.Sprintf("restart %d", n)
+	}
 	fvms := len(h.fvms.snapshot())
 	before, err := readHubCounts(ctx, h.kube)
 	if err != nil {
@@ -697,13 +702,16 @@ func (h *harness) restart(ctx context.Context) error {
 		return err
 	}
 	ready := time.Since(start)
-	if h.cfg.RestartCPUProfile != "" {
-		defer h.cpuProfiles(ctx, h.cfg.RestartCPUProfile, h.cfg.RestartCPUProfileWindow)()
+	if prefix := h.cfg.RestartCPUProfile; prefix != "" {
+		if n > 1 {
+			prefix += strconv.Itoa(n)
+		}
+		defer h.cpuProfiles(ctx, prefix, h.cfg.RestartCPUProfileWindow)()
 	}
 	var reconciled, depth float64
-	// The hub's /metrics grows with the fleet (13 FleetVM series per
-	// FleetVM: about 0.6 s of CPU and 100 MB of garbage per scrape at
-	// 10,000, BenchmarkScrape in pkg/metrics). Read every 100 ms, back to
+	// The hub's /metrics grows with the fleet (3 series per running
+	// FleetVM, BenchmarkScrape in pkg/metrics; 13 before phases without
+	// clusters were left out, 0.6 s of CPU per scrape at 10,000). Read every 100 ms, back to
 	// back, the harness's own reads cost the hub more than its restart,
 	// and more the more FleetVMs: a read waits ten times the last one's
 	// time, so they take the hub a tenth of a core, as a Prometheus scrape
@@ -743,7 +751,6 @@ func (h *harness) restart(ctx context.Context) error {
 	}
 	recs, _ := h.hubReconciles(ctx, "fleetvirtualmachine")
 	r := h.report
-	label := "restart"
 	r.add(label+": FleetVMs", float64(fvms), "FleetVMs")
 	r.addDuration(label+": hub ready", ready)
 	r.addDuration(label+": steady (every FleetVM reconciled, queue empty)", toSteady)
@@ -753,7 +760,7 @@ func (h *harness) restart(ctx context.Context) error {
 	r.add(label+": hub events until quiet", quiet.sub(before).Writes["events"], "events")
 	r.add(label+": FleetVM reconciles until quiet", recs, "reconciles")
 	addCPURows(r, label+" until steady", splitBefore, splitSteady)
-	h.logf("restart: ready in %s, steady in %s, %.0f writes", ready.Truncate(time.Millisecond), toSteady.Truncate(time.Millisecond), quiet.sub(before).writesExceptEvents())
-	h.memory("restart")
+	h.logf("%s: ready in %s, steady in %s, %.0f writes", label, ready.Truncate(time.Millisecond), toSteady.Truncate(time.Millisecond), quiet.sub(before).writesExceptEvents())
+	h.memory(label)
 	return nil
 }
