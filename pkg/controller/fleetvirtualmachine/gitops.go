@@ -242,10 +242,12 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Ap
 	if app.DeletionTimestamp != nil {
 		return nil
 	}
-	if controllerutil.ContainsFinalizer(app, argov1alpha1.ResourcesFinalizerName) != deleteVM {
-		if _, err := write.Mutate(ctx, r.Client, app, func() { setResourcesFinalizer(app, deleteVM) }); err != nil {
-			return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
-		}
+	setFinalizer := write.RemoveFinalizer
+	if deleteVM {
+		setFinalizer = write.AddFinalizer
+	}
+	if _, err := setFinalizer(ctx, r.Client, app, argov1alpha1.ResourcesFinalizerName); err != nil {
+		return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
 	}
 	if err := r.Client.Delete(ctx, app, client.Preconditions{UID: &app.UID, ResourceVersion: &app.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Application %s: %w", klog.KObj(app), err)
