@@ -140,7 +140,7 @@ func main() {
 
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 hub.Scheme(),
-			Cache:                  hub.CacheOptions(c.ArgoNamespace),
+			Cache:                  hub.CacheOptions(cfg, c.ArgoNamespace),
 			Client:                 hub.ClientOptions(),
 			Metrics:                metricsOptions(metricsAddr, metricsSecure),
 			HealthProbeBindAddress: probeAddr,

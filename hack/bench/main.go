@@ -89,6 +89,7 @@ func run() int {
 	seriesRest := flag.Duration("series-rest", time.Minute, "How long each point of the series idles after its burst.")
 	flag.IntVar(&cfg.Restarts, "restarts", 1, "How many times the restart scenario runs, one after the other on the same fleet (the hub binary is started anew each time).")
 	flag.BoolVar(&cfg.BurstOnly, "burst-only", false, "Run only the burst, the at-rest scenario and the restart after it.")
+	flag.BoolVar(&cfg.SkipDeletion, "skip-deletion", false, "Leave out the mass deletion at the end (the fleet is torn down without it).")
 	flag.DurationVar(&cfg.BurstCPUProfileWindow, "burst-cpuprofile", 0, "Take CPU profiles of the hub API server and of fleetvm-hub over this much of the burst, saved beside the report (0: none).")
 	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -82,11 +83,14 @@ type Options struct {
 // Argo CD's namespace are cached only there: its RBAC there is a Role.
 // Every cached object's repeated strings are shared (internStrings), and
 // the field indexes are stored for the Lists the hub makes (fieldindex).
-func CacheOptions(argoNamespace string) cache.Options {
+// With a cfg, the kinds the hub holds one or more of per FleetVM fill
+// their caches from Lists decoded and transformed item by item
+// (itemwiseLists); without one, as client-go lists.
+func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 	argo := cache.ByObject{Namespaces: map[string]cache.Config{argoNamespace: {}}}
 	gitOpsCluster := &unstructured.Unstructured{}
 	gitOpsCluster.SetGroupVersionKind(fleetvirtualmachine.GitOpsClusterGVK)
-	return cache.Options{
+	opts := cache.Options{
 		DefaultTransform: then(cache.TransformStripManagedFields()),
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1beta1.Placement{}:         argo,
@@ -114,6 +118,10 @@ func CacheOptions(argoNamespace string) cache.Options {
 			&workv1.ManifestWork{}: {Label: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 		},
 	}
+	if cfg != nil {
+		opts.NewInformer = itemwiseLists(cfg, Scheme(), &opts)
+	}
+	return opts
 }
 
 // ClientOptions makes reads of unstructured objects (GitOpsClusters) go

@@ -31,7 +31,7 @@ func decoded[T client.Object](t *testing.T, obj T) T {
 // cached runs the hub's cache transform of obj's kind.
 func cached(t *testing.T, obj client.Object) client.Object {
 	t.Helper()
-	opts := CacheOptions("argocd")
+	opts := CacheOptions(nil, "argocd")
 	transform := opts.DefaultTransform
 	for kind, by := range opts.ByObject {
 		if reflect.TypeOf(kind) == reflect.TypeOf(obj) && by.Transform != nil {

@@ -122,7 +122,7 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 func (r *FleetVM) StartHub() error {
 	mgr, err := ctrl.NewManager(r.f.Hub.Config, ctrl.Options{
 		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(r.opts.ArgoNamespace),
+		Cache:      hub.CacheOptions(r.f.Hub.Config, r.opts.ArgoNamespace),
 		Client:     hub.ClientOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Logger:     r.opts.Logger,

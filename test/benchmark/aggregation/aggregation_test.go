@@ -94,7 +94,7 @@ func start() (*env, error) {
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions(argoNS),
+		Cache:   hub.CacheOptions(f.Hub.Config, argoNS),
 		Client:  hub.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  agenttest.Logger(),

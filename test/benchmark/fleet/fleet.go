@@ -126,6 +126,9 @@ type Config struct {
 	// after it (a point of the scaling series), not the physical limit,
 	// the status latency and the decision change.
 	BurstOnly bool
+	// SkipDeletion leaves out the mass deletion at the end, for runs that
+	// measure the restart and need the fleet no further.
+	SkipDeletion bool
 	// Restarts is how many times the restart scenario runs, one after the
 	// other on the same fleet (default 1): the second and later are
 	// reported as "restart 2" and so on. The hub binary is started anew
@@ -290,6 +293,9 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	for _, s := range steps {
 		if h.cfg.BurstOnly && (s.name == "physical limit" || s.name == "status latency" || s.name == "decision change") {
+			continue
+		}
+		if h.cfg.SkipDeletion && s.name == "mass deletion" {
 			continue
 		}
 		h.logf("%s", s.name)

@@ -111,7 +111,7 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) (fleetrun.Runners, error
 	}
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme: hub.Scheme(),
-		Cache:  hub.CacheOptions(argoNS),
+		Cache:  hub.CacheOptions(f.Hub.Config, argoNS),
 		Client: hub.ClientOptions(),
 		// fleetvm-hub's writes of FleetVirtualMachines are counted, and a
 		// test may act right before any of its writes.

@@ -188,7 +188,7 @@ func startHub(ctx context.Context, f *fleetenv.Fleet) (func(), error) {
 	cfg.Chart.RepoURL = "https://charts.fleet.invalid/fleetvm.git"
 	mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(argoNS),
+		Cache:      hub.CacheOptions(f.Hub.Config, argoNS),
 		Client:     hub.ClientOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

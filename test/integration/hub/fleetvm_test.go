@@ -559,7 +559,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	// hub's transforms (trimmed Applications and ApplicationSets), as in
 	// fleetvm-hub; writes go to the API server and are counted, and so are
 	// the reads that pass the cache.
-	opts := hub.CacheOptions(argoNS)
+	opts := hub.CacheOptions(fleet.Hub.Config, argoNS)
 	opts.Scheme = hub.Scheme()
 	reader, err := cache.New(fleet.Hub.Config, opts)
 	if err != nil {

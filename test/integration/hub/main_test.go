@@ -127,7 +127,7 @@ func onFakeClock(t *testing.T) *clocktesting.FakeClock {
 func startHubOn(ctx context.Context, opts hub.Options) error {
 	mgr, err := ctrl.NewManager(fleet.Hub.Config, ctrl.Options{
 		Scheme:  hub.Scheme(),
-		Cache:   hub.CacheOptions(argoNS),
+		Cache:   hub.CacheOptions(fleet.Hub.Config, argoNS),
 		Client:  hub.ClientOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Tests restart the hub in one process.

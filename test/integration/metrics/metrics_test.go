@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 			fleet = f
 			mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{
 				Scheme:  hub.Scheme(),
-				Cache:   hub.CacheOptions("argocd"),
+				Cache:   hub.CacheOptions(f.Hub.Config, "argocd"),
 				Client:  hub.ClientOptions(),
 				Metrics: metricsserver.Options{BindAddress: "0"},
 			})
