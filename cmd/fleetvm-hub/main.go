@@ -79,7 +79,7 @@ func main() {
 	flag.BoolVar(&leaderElection, "leader-elect", false, "Elect a leader, for more than one replica.")
 	flag.Float64Var(&qps, "kube-api-qps", 0, "Queries per second to the hub API server (0: 60 per CPU the hub gets, 200 to 1,000).")
 	flag.IntVar(&burst, "kube-api-burst", 0, "Burst of queries to the hub API server (0: twice the queries per second).")
-	flag.BoolVar(&streamingLists, "streaming-lists", hub.StreamingListsDefault(), "Fill the caches with streaming lists (client-go's WatchListClient; default: "+hub.WatchListEnv+" in the environment, else false): a lower peak of memory when the hub starts, a slower start and more API server CPU. For a hub whose memory limit is tight.")
+	flag.BoolVar(&streamingLists, "streaming-lists", hub.StreamingListsDefault(), "Fill the caches with streaming lists (client-go's WatchListClient; default: "+hub.WatchListEnv+" in the environment, else false): a slower start and more API server CPU, and no lower a peak of memory than the hub's own lists, which it reads item by item. Kept for hubs that set it.")
 	flag.StringVar(&agentImage, "agent-image", "ghcr.io/fleetvm/fleetvm:v0.1.0", "Image of fleetvm-agent that the addon deploys to managed clusters.")
 	flag.BoolVar(&disableAddon, "disable-addon", false, "Do not run the OCM addon manager that installs fleetvm-agent on managed clusters.")
 	flag.StringVar((*string)(&addonOpts.InstallStrategy), "addon-install-strategy", string(fleetaddon.InstallPlacements), "Which managed clusters get fleetvm-agent: Placements (those the addon Placement selects) or Manual (where an operator creates a ManagedClusterAddOn named fleetvm).")
