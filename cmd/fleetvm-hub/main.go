@@ -141,6 +141,7 @@ func main() {
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 hub.Scheme(),
 			Cache:                  hub.CacheOptions(cfg, c.ArgoNamespace),
+			MapperProvider:         hub.MapperProvider,
 			Client:                 hub.ClientOptions(),
 			Metrics:                metricsOptions(metricsAddr, metricsSecure),
 			HealthProbeBindAddress: probeAddr,

@@ -121,12 +121,13 @@ func Run(ctx context.Context, f *fleetenv.Fleet, opts Options) (*FleetVM, error)
 // cache: a restarted or restored hub.
 func (r *FleetVM) StartHub() error {
 	mgr, err := ctrl.NewManager(r.f.Hub.Config, ctrl.Options{
-		Scheme:     hub.Scheme(),
-		Cache:      hub.CacheOptions(r.f.Hub.Config, r.opts.ArgoNamespace),
-		Client:     hub.ClientOptions(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Logger:     r.opts.Logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Scheme:         hub.Scheme(),
+		Cache:          hub.CacheOptions(r.f.Hub.Config, r.opts.ArgoNamespace),
+		MapperProvider: hub.MapperProvider,
+		Client:         hub.ClientOptions(),
+		Metrics:        metricsserver.Options{BindAddress: "0"},
+		Logger:         r.opts.Logger,
+		Controller:     config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return err

@@ -498,6 +498,7 @@ func (f *Fleet) runHub(ctx context.Context, log logr.Logger) error {
 	mgr, err := ctrl.NewManager(rest.CopyConfig(f.Hub.Config), ctrl.Options{
 		Scheme:                 hub.Scheme(),
 		Cache:                  hub.CacheOptions(f.Hub.Config, ArgoNamespace),
+		MapperProvider:         hub.MapperProvider,
 		Client:                 hub.ClientOptions(),
 		Logger:                 log.WithName("fleetvm-hub"),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
