@@ -107,6 +107,10 @@ type Cluster struct {
 	// RestartRequired: KubeVirt says the running VM needs a restart to
 	// take its spec (the RestartRequired condition).
 	RestartRequired bool
+	// Moving: a move or a drain has the cluster's copy in hand. The
+	// rollout does not give it the revision until the move ended: one
+	// change at a time per VM.
+	Moving bool
 }
 
 // Input is what Plan decides from.
@@ -410,7 +414,7 @@ func admit(clusters []Cluster, plan *Plan, target int64, cfg config, mandatory f
 		g := c.Group
 		current = &g
 		if plan.Clusters[i].State == ToApply {
-			give(&plan.Clusters[i], target)
+			turn(c, &plan.Clusters[i], target)
 		}
 	}
 	if current != nil && waiting == "" && !groupDone(*current) {
@@ -424,9 +428,9 @@ func admit(clusters []Cluster, plan *Plan, target int64, cfg config, mandatory f
 
 	switch cfg.typ {
 	case clusterv1alpha1.All:
-		for i := range clusters {
+		for i, c := range clusters {
 			if plan.Clusters[i].State == ToApply {
-				give(&plan.Clusters[i], target)
+				turn(c, &plan.Clusters[i], target)
 			}
 		}
 	case clusterv1alpha1.Progressive:
@@ -445,8 +449,9 @@ func admit(clusters []Cluster, plan *Plan, target int64, cfg config, mandatory f
 				plan.Clusters[i].Reason = fmt.Sprintf("waits for a place: %d of maxConcurrency %d in flight", inFlight, limit)
 				continue
 			}
-			give(&plan.Clusters[i], target)
-			inFlight++
+			if turn(c, &plan.Clusters[i], target) {
+				inFlight++
+			}
 		}
 	case clusterv1alpha1.ProgressivePerGroup:
 		var blocking *Group
@@ -459,7 +464,7 @@ func admit(clusters []Cluster, plan *Plan, target int64, cfg config, mandatory f
 				continue
 			}
 			if plan.Clusters[i].State == ToApply {
-				give(&plan.Clusters[i], target)
+				turn(c, &plan.Clusters[i], target)
 			}
 			if st := plan.Clusters[i].State; st != Done && !st.failed() {
 				g := c.Group
@@ -468,6 +473,17 @@ func admit(clusters []Cluster, plan *Plan, target int64, cfg config, mandatory f
 		}
 	}
 	plan.Message = progressMessage(plan.Clusters)
+}
+
+// turn gives the target to a cluster whose turn it is, unless a move has
+// its copy in hand; it reports whether it gave it.
+func turn(c Cluster, p *ClusterPlan, target int64) bool {
+	if c.Moving {
+		p.Reason = "waits for the move of its copy to end"
+		return false
+	}
+	give(p, target)
+	return true
 }
 
 func give(p *ClusterPlan, target int64) {

@@ -173,6 +173,11 @@ func TestDecide(t *testing.T) {
 				Clusters: []Cluster{func() Cluster { c := on("a", 2, t0); c.RestartRequired = true; return c }(), func() Cluster { c := on("b", 1, t0); c.RestartRequired = true; return c }()}},
 			want: summary{Phase: Progressing, Clusters: map[string]string{"a": "Applying@2", "b": "ToApply@1"}, Restart: []string{"a"}},
 		},
+		"a cluster whose copy is moving waits; the next takes its place": {
+			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now,
+				Clusters: []Cluster{func() Cluster { c := on("a", 1, t0); c.Moving = true; return c }(), on("b", 1, t0)}},
+			want: summary{Phase: Progressing, Clusters: map[string]string{"a": "ToApply@1", "b": "Applying@2"}},
+		},
 		"mandatory decision groups go first, whole, and tolerate no failure": {
 			in: Input{Strategy: progressive(intstr.FromInt32(1), clusterv1alpha1.RolloutConfig{MaxFailures: intstr.FromInt32(2)}, clusterv1alpha1.MandatoryDecisionGroup{GroupName: "canary"}), Target: 2, Previous: 1, Now: now,
 				Clusters: []Cluster{inGroup(on("a", 1, t0), "prod", 1), inGroup(on("y", 1, t0), "canary", 0), inGroup(on("z", 1, t0), "canary", 0)}},
