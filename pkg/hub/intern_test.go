@@ -31,14 +31,7 @@ func decoded[T client.Object](t *testing.T, obj T) T {
 // cached runs the hub's cache transform of obj's kind.
 func cached(t *testing.T, obj client.Object) client.Object {
 	t.Helper()
-	opts := CacheOptions(nil, "argocd")
-	transform := opts.DefaultTransform
-	for kind, by := range opts.ByObject {
-		if reflect.TypeOf(kind) == reflect.TypeOf(obj) && by.Transform != nil {
-			transform = by.Transform
-		}
-	}
-	out, err := transform(obj)
+	out, err := cacheTransform(t, obj)(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,7 @@ func TestDecodeItemwise(t *testing.T) {
 	}
 }
 
+// cacheTransform is the hub's cache transform of obj's kind.
 func cacheTransform(t *testing.T, obj client.Object) toolscache.TransformFunc {
 	t.Helper()
 	opts := CacheOptions(nil, "argocd")
