@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -53,6 +54,8 @@ var itemwiseKinds = map[schema.GroupVersionKind]string{
 // label or field selector the transform does not know, lists as before.
 func itemwiseLists(cfg *rest.Config, scheme *runtime.Scheme, opts *cache.Options) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	codecs := serializer.NewCodecFactory(scheme)
+	// One HTTP client for every kind's lister, made on the first List.
+	httpClient := sync.OnceValues(func() (*http.Client, error) { return rest.HTTPClientFor(cfg) })
 	listers := map[schema.GroupVersionKind]*itemwiseLister{}
 	for gvk, resource := range itemwiseKinds {
 		obj, err := scheme.New(gvk)
@@ -66,11 +69,11 @@ func itemwiseLists(cfg *rest.Config, scheme *runtime.Scheme, opts *cache.Options
 			newItem: func() runtime.Object { return obj.DeepCopyObject() },
 		}
 		l.client = sync.OnceValues(func() (rest.Interface, error) {
-			httpClient, err := rest.HTTPClientFor(cfg)
+			hc, err := httpClient()
 			if err != nil {
 				return nil, err
 			}
-			return apiutil.RESTClientForGVK(gvk, true, false, cfg, codecs, httpClient)
+			return apiutil.RESTClientForGVK(gvk, true, false, cfg, codecs, hc)
 		})
 		listers[gvk] = l
 	}

@@ -4,14 +4,13 @@
 // (cluster.open-cluster-management.io/v1alpha1) with the meanings OCM
 // gives its fields, and differs from OCM's helper
 // (open-cluster-management.io/sdk-go .../cluster/v1alpha1) where that
-// would silently do something else with a VM (Plan's comment lists each
+// would silently do something else with a VM (Decide's comment lists each
 // difference; Validate refuses what the helper maps to defaults).
 //
-// Plan is a pure function of the strategy, the revisions and what the
-// clusters report, with the clock passed in: the controller records its
-// result in the FleetVM's status and gives each cluster its revision
-// through the ApplicationSet, so a restarted hub plans the same from the
-// status.
+// Decide is a pure function of the strategy, the revisions and what the
+// clusters report, with the clock passed in, so a hub that records its
+// result in the FleetVM's status plans the same after a restart. Not
+// wired to the API yet.
 package rollout
 
 import (
@@ -153,17 +152,6 @@ type Plan struct {
 	RecheckAt time.Time
 	// Message says what the rollout waits for.
 	Message string
-}
-
-// Given returns the revision the plan gives cluster name, and whether the
-// plan holds it.
-func (p Plan) Given(name string) (int64, bool) {
-	for _, c := range p.Clusters {
-		if c.Name == name {
-			return c.Revision, true
-		}
-	}
-	return 0, false
 }
 
 // Decide plans the rollout of in.Target over in.Clusters. Where it
