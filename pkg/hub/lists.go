@@ -164,7 +164,7 @@ func (l *itemwiseLister) list(ctx context.Context, opts metav1.ListOptions) (run
 	if err != nil {
 		return nil, err
 	}
-	defer body.Close() //nolint:errcheck // read to the end or abandoned
+	defer body.Close()
 	return decodeItemwise(body, l.newItem, l.transform)
 }
 
@@ -178,7 +178,7 @@ type itemList struct {
 
 func (l *itemList) DeepCopyObject() runtime.Object {
 	out := &itemList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]runtime.Object, len(l.Items))
 	for i, item := range l.Items {
 		out.Items[i] = item.DeepCopyObject()

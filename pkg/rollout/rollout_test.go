@@ -233,7 +233,7 @@ func TestDecideNeverExceedsMaxConcurrency(t *testing.T) {
 					Target: 2, Previous: 1, Now: now, Clusters: cs}
 				before := 0
 				for _, c := range cs {
-					if c.Given == 2 && !(c.Running == 2 && c.Ready && !now.Before(c.ReadySince.Add(time.Minute))) {
+					if c.Given == 2 && (c.Running != 2 || !c.Ready || now.Before(c.ReadySince.Add(time.Minute))) {
 						before++
 					}
 				}
