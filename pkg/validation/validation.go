@@ -18,6 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
+	"github.com/fleetvm/fleetvm/pkg/rollout"
 	"github.com/fleetvm/fleetvm/pkg/vmtemplate"
 )
 
@@ -83,7 +84,24 @@ func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), fvm.Name,
 			fmt.Sprintf("must be at most %d characters with spec.source.helm: it is the Helm release name", HelmReleaseMax)))
 	}
+	errs = append(errs, rolloutRules(fvm)...)
 	return vm, errs
+}
+
+// rolloutRules checks spec.rollout: the strategy (rollout.Validate
+// refuses what OCM's helper would read as something else), and an inline
+// template, the only source whose revisions FleetVM keeps.
+func rolloutRules(fvm *fleetv1alpha1.FleetVirtualMachine) field.ErrorList {
+	if fvm.Spec.Rollout == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "rollout")
+	errs := rollout.Validate(fvm.Spec.Rollout, path)
+	if fvm.Spec.Source != nil {
+		errs = append(errs, field.Forbidden(path, "rolls out an inline spec.template only: with spec.source, a git commit or tag "+
+			"(targetRevision) is the revision and reaches every cluster as Argo CD syncs it"))
+	}
+	return errs
 }
 
 // namespaceReferences refuses every reference of the VM to an object in

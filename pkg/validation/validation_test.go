@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
@@ -48,6 +50,30 @@ func TestFleetVirtualMachine(t *testing.T) {
 		want []string
 	}{
 		"valid": {fvm: fvm("db", "", "")},
+		"rollout: a valid progressive strategy": {fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+			f := fvm("db", "", "")
+			f.Spec.Rollout = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive,
+				Progressive: &clusterv1alpha1.RolloutProgressive{MaxConcurrency: intstr.FromInt32(1)}}
+			return f
+		}()},
+		"rollout: progressive without maxConcurrency, which OCM reads as all clusters at once": {
+			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+				f := fvm("db", "", "")
+				f.Spec.Rollout = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive, Progressive: &clusterv1alpha1.RolloutProgressive{}}
+				return f
+			}(),
+			want: []string{"FieldValueRequired spec.rollout.progressive.maxConcurrency"},
+		},
+		"rollout of a git source": {
+			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+				f := fvm("db", "", "")
+				f.Spec.Template = nil
+				f.Spec.Source = &fleetv1alpha1.GitSource{RepoURL: "https://git.example.com/vms.git", Path: "db"}
+				f.Spec.Rollout = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
+				return f
+			}(),
+			want: []string{"FieldValueForbidden spec.rollout"},
+		},
 		"unknown field in the VMI spec, which KubeVirt decodes leniently": {
 			fvm:  fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},"nodeSelectr":{}}}}`),
 			want: []string{"FieldValueInvalid spec.template.spec.template.spec.nodeSelectr"},

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -180,6 +181,12 @@ func (w *FleetVMWrapper) VMSpec(field string, value any) *FleetVMWrapper {
 		w.vm.spec = map[string]any{}
 	}
 	w.vm.spec[field] = value
+	return w
+}
+
+// Rollout sets spec.rollout.
+func (w *FleetVMWrapper) Rollout(r clusterv1alpha1.RolloutStrategy) *FleetVMWrapper {
+	w.fvm.Spec.Rollout = &r
 	return w
 }
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 )
 
@@ -118,6 +119,20 @@ type FleetVirtualMachineSpec struct {
 	// delivery tunes the Argo CD Applications that carry the VM.
 	// +optional
 	Delivery Delivery `json:"delivery,omitempty"`
+
+	// rollout is how a change of the VM (template or diskImages) reaches
+	// its clusters: OCM's RolloutStrategy
+	// (cluster.open-cluster-management.io/v1alpha1), with its field names
+	// and meanings. Set, every change is a revision (a ControllerRevision
+	// beside this object), each cluster is given the new revision in its
+	// turn and succeeds once its VM runs it ready for minSuccessTime;
+	// status.rollout says where the rollout stands. Omitted, a change
+	// reaches every cluster at once and no revision is kept. Only an
+	// inline template rolls out so far: with a git source the repository's
+	// history is the revision. docs/user-guide/rollouts.md has the rules
+	// where FleetVM differs from OCM's helper.
+	// +optional
+	Rollout *clusterv1alpha1.RolloutStrategy `json:"rollout,omitempty"`
 }
 
 // GitSource is a git repository path holding the VM manifests.
@@ -408,6 +423,88 @@ type ClusterStatus struct {
 	// agent no longer reports the VM.
 	// +optional
 	RemovingSince *metav1.Time `json:"removingSince,omitempty"`
+
+	// rollout is the cluster's part of the rollout (spec.rollout set),
+	// kept in every entry, compact or not, while the cluster has not
+	// succeeded on status.rollout.revision: the record the rollout goes on
+	// from after a restart of the hub. An entry without it runs
+	// status.rollout.revision and succeeded (or spec.rollout is unset).
+	// +optional
+	Rollout *ClusterRollout `json:"rollout,omitempty"`
+}
+
+// ClusterRollout is where one cluster stands in a FleetVM's rollout.
+type ClusterRollout struct {
+	// revision is the revision the cluster is given.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Revision int64 `json:"revision"`
+
+	// state: ToApply (waits its turn on revision, an earlier one),
+	// Applying, Soaking, Failed, TimedOut, Reverting.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	State string `json:"state"`
+
+	// since is when the cluster was given revision (not for ToApply).
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+
+	// readySince is when the hub first saw the VM ready on revision: the
+	// soak (minSuccessTime) counts from it.
+	// +optional
+	ReadySince *metav1.Time `json:"readySince,omitempty"`
+}
+
+// AnnotationRolloutPaused, set to "true" on a FleetVirtualMachine, pauses
+// its rollout: no other cluster is given the latest revision until it is
+// removed; those given it keep it (kubectl fleetvm rollout pause|resume).
+const AnnotationRolloutPaused = "fleetvm.io/rollout-paused"
+
+// AnnotationRolloutAbort, set to a revision's number, aborts the rollout
+// of that revision while it is the latest: every cluster given it is given
+// the previous revision again (kubectl fleetvm rollout abort).
+const AnnotationRolloutAbort = "fleetvm.io/rollout-abort"
+
+// RolloutPhase is where a FleetVM's rollout stands.
+// +kubebuilder:validation:Enum=Progressing;Paused;Succeeded;Failed;RolledBack
+type RolloutPhase string
+
+// RolloutStatus is where the rollout of a FleetVM's latest revision
+// stands.
+type RolloutStatus struct {
+	// revision is the latest revision: spec.template and spec.diskImages
+	// as they are now.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Revision int64 `json:"revision"`
+
+	// previousRevision is the revision it replaces; 0 for the first.
+	// +optional
+	PreviousRevision int64 `json:"previousRevision,omitempty"`
+
+	// hash identifies revision's content, so that a change of the spec
+	// is seen as a new revision.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Hash string `json:"hash"`
+
+	// phase: Progressing, Paused, Succeeded, Failed, RolledBack.
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+
+	// updated is how many clusters run revision ready past its soak.
+	// +optional
+	Updated int32 `json:"updated,omitempty"`
+
+	// failures is how many clusters failed or timed out on revision.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+
+	// message says what the rollout waits for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // FleetSummary counts the clusters by state.
@@ -570,6 +667,11 @@ type FleetVirtualMachineStatus struct {
 	// longer change then.
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// rollout is where the rollout of the latest revision stands (only
+	// with spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // FleetVirtualMachine is one KubeVirt VirtualMachine run on the managed

@@ -111,7 +111,17 @@ type VMState struct {
 	// spec.dataVolumeTemplates, as CDI reports them ("" when it has none).
 	// +optional
 	DataVolumes DataVolumesState `json:"dataVolumes,omitempty"`
+	// revision is the value of the VM's LabelRevision: the FleetVM
+	// revision it was delivered with (0 none).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Revision int64 `json:"revision,omitempty"`
 }
+
+// LabelRevision on a VirtualMachine FleetVM delivers with spec.rollout
+// set is the FleetVM revision its spec is (a decimal number); the agent
+// reports it back (VMState.revision).
+const LabelRevision = "fleetvm.io/revision"
 
 // AnnotationHold on a VirtualMachine FleetVM delivers names the move hold
 // the VM is delivered under ("<move UID>.<phase>"); the agent reports it

@@ -6,6 +6,7 @@ package vmstatus
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,6 +77,10 @@ func State(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance
 	// invalid.
 	if h := vm.Annotations[fleetv1alpha1.AnnotationHold]; len(h) <= maxHold {
 		st.Hold = h
+	}
+	// A revision that is no positive number is none FleetVM delivered.
+	if n, err := strconv.ParseInt(vm.Labels[fleetv1alpha1.LabelRevision], 10, 64); err == nil && n > 0 {
+		st.Revision = n
 	}
 	if rs, err := vm.RunStrategy(); err == nil {
 		st.RunStrategy = string(rs)

@@ -39,6 +39,10 @@ func TestState(t *testing.T) {
 	held.Annotations = map[string]string{fleetv1alpha1.AnnotationHold: "0b9c6a1e-8a43-4c1f-9d1e-5f7f2b7c4d11.Copying"}
 	tooLong := held.DeepCopy()
 	tooLong.Annotations[fleetv1alpha1.AnnotationHold] = strings.Repeat("h", 129)
+	revised := agenttest.VM("apps", "revised", agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	revised.Labels = map[string]string{fleetv1alpha1.LabelRevision: "12"}
+	badRevision := revised.DeepCopy()
+	badRevision.Labels[fleetv1alpha1.LabelRevision] = "-3"
 
 	cases := map[string]struct {
 		vm     *kubevirtv1.VirtualMachine
@@ -62,6 +66,14 @@ func TestState(t *testing.T) {
 				Conditions: "Ready=True, DataVolumesReady=False (Importing: " + strings.Repeat("x", 77) + "...)",
 				Generation: 3, ObservedGeneration: 3,
 			},
+		},
+		"revision label reported": {
+			vm:   revised,
+			want: fleetv1alpha1.VMState{Namespace: "apps", Name: "revised", RunStrategy: "Halted", Revision: 12},
+		},
+		"revision that is no positive number is none": {
+			vm:   badRevision,
+			want: fleetv1alpha1.VMState{Namespace: "apps", Name: "revised", RunStrategy: "Halted"},
 		},
 		"hold annotation reported as seen": {
 			vm:   held,

@@ -37,6 +37,9 @@ const (
 	alarmOverlay
 	// alarmMove ends a move's timeout (move.Step).
 	alarmMove
+	// alarmRollout ends a rollout's soak or progress deadline
+	// (rollout.Decide).
+	alarmRollout
 )
 
 type alarmKey struct {

@@ -176,6 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.decide(ctx, s)         // 2. decide
 	r.writePlacement(ctx, s) // 3. the Placement
 	r.readDelivery(ctx, s)   //    and what delivers and runs
+	r.planRollout(ctx, s)    //    and which revision each cluster is given
 	if !r.record(ctx, s) {   // 4. record
 		return ctrl.Result{}, s.err()
 	}
@@ -185,6 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.alarms.set(req.NamespacedName, s.outcome.LookAgain)
 	r.alarms.setFor(req.NamespacedName, alarmMove, s.moves.LookAgain())
+	r.alarms.setFor(req.NamespacedName, alarmRollout, s.rollout.lookAgain(r.Clock.Now()))
 	if err := s.err(); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -249,7 +251,7 @@ func (r *Reconciler) releasePlacement(ctx context.Context, fvm *fleetv1alpha1.Fl
 // label has held for the grace period, and a leaving one keeps the
 // environment it was placed for. The overlay alarm wakes the reconcile
 // when a pending switch is due.
-func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]runner.Hold, imports map[string]*delivery.Import) []delivery.Target {
+func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs *observation, outcome placement.Outcome, held map[string]runner.Hold, imports map[string]*delivery.Import, plan *rolloutPlan) []delivery.Target {
 	recorded := map[string]string{}
 	for _, c := range fvm.Status.Clusters {
 		recorded[c.Cluster] = c.Environment
@@ -263,6 +265,9 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 		t := delivery.Target{Name: c, Environment: env}
 		t.RunStrategy, t.Hold = held[c].RunStrategy, held[c].Hold
 		t.Import = imports[c]
+		if plan != nil {
+			t.Revision = plan.given[c]
+		}
 		out = append(out, t)
 	}
 	r.alarms.setFor(client.ObjectKeyFromObject(fvm), alarmOverlay, placement.OverlayWake(fvm.Status.Clusters, r.Clock.Now(), r.Config.GracePeriod))

@@ -37,7 +37,7 @@ func TestOverlayThroughStatusAndTargets(t *testing.T) {
 			in.Clusters[c] = status.ClusterInfo{Environment: labels[c], Available: metav1.ConditionTrue}
 		}
 		fvm.Status = status.Compute(in)
-		return r.deliveryTargets(fvm, obs, in.Outcome, nil, nil)
+		return r.deliveryTargets(fvm, obs, in.Outcome, nil, nil, nil)
 	}
 	expect := func(what string, got []delivery.Target, want ...delivery.Target) {
 		t.Helper()

@@ -46,6 +46,8 @@ type scope struct {
 	project   string
 	appSet    *argov1alpha1.ApplicationSet // as read; nil if none
 	deliverOK bool                         // project and ApplicationSet read: delivery may act
+	// planRollout: the revision each cluster is given (spec.rollout set)
+	rollout *rolloutPlan
 
 	// in is the status's input, filled by every phase.
 	in   status.Inputs
@@ -236,7 +238,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 	// A Cold move's export is up before its target imports from it.
 	s.fail(r.moveRunner().EnsureWorks(ctx, s.fvm, s.moves))
 	if s.deliverOK {
-		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.moves.Held(s.reported), s.moves.Imports())
+		targets := r.deliveryTargets(s.fvm, s.obs, s.outcome, s.moves.Held(s.reported), s.moves.Imports(), s.rollout)
 		s.fail(r.ensureNamespaces(ctx, s.fvm, append(s.outcome.Delivered(), s.moves.Importing()...)))
 		written, err := r.reconcileApplicationSet(ctx, s.fvm, s.appSet, s.project, targets)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
@@ -53,6 +54,34 @@ type Target struct {
 	// Import makes this cluster's VM import its disks from another
 	// cluster's export while a Cold move copies them (nil: none).
 	Import *Import `json:"-"`
+	// Revision is the FleetVM revision this cluster is given, with
+	// spec.rollout set (nil without): the latest (spec as it is now) or
+	// one a rollout has not replaced here yet.
+	Revision *Revision `json:"-"`
+}
+
+// Revision is one revision of a FleetVirtualMachine: the fields of its
+// spec a rollout carries from cluster to cluster.
+type Revision struct {
+	Number     int64                              `json:"-"`
+	Template   *runtime.RawExtension              `json:"template"`
+	DiskImages []fleetv1alpha1.DiskImageReference `json:"diskImages,omitempty"`
+}
+
+// RevisionOf is the revision fvm's spec is now, numbered n.
+func RevisionOf(fvm *fleetv1alpha1.FleetVirtualMachine, n int64) *Revision {
+	return &Revision{Number: n, Template: fvm.Spec.Template, DiskImages: fvm.Spec.DiskImages}
+}
+
+// Hash identifies the revision's content (not its number): the first 16
+// bytes of the SHA-256 of its JSON, hex.
+func (rev *Revision) Hash() (string, error) {
+	b, err := json.Marshal(rev)
+	if err != nil {
+		return "", fmt.Errorf("encode revision: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
 }
 
 // Import is where a cluster's VM reads its disks from during a Cold move:
@@ -79,6 +108,11 @@ const dataVolumesParam = "{{.dataVolumeTemplates}}"
 // runStrategyParam is the element key of the run strategy of each
 // cluster, present only while some target's is held.
 const runStrategyParam = "{{.runStrategy}}"
+
+// revisionParam is the element key of each cluster's revision, present
+// with spec.rollout: the fleetvm-vm chart renders revisions[revision]
+// when set (vm otherwise) and labels the VM with it.
+const revisionParam = "{{.revision}}"
 
 // holdParam is the element key of each cluster's move hold, present with
 // the run strategies: the fleetvm-vm chart (value hold), a git source's
@@ -174,6 +208,10 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 	if importing && fvm.Spec.Template == nil {
 		return nil, fmt.Errorf("a VM from git cannot import its disks from an export")
 	}
+	revisions, err := r.revisions(fvm, targets)
+	if err != nil {
+		return nil, err
+	}
 	runStrategy := string(fvm.Spec.RunStrategy)
 	if held {
 		runStrategy = runStrategyParam
@@ -186,6 +224,9 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		if held {
 			el["runStrategy"] = string(cmp.Or(t.RunStrategy, fvm.Spec.RunStrategy))
 			el["hold"] = escapeTemplate(t.Hold)
+		}
+		if t.Revision != nil {
+			el["revision"] = strconv.FormatInt(t.Revision.Number, 10)
 		}
 		if importing {
 			el["dataVolumeTemplates"] = ""
@@ -206,7 +247,7 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 
 	switch {
 	case fvm.Spec.Template != nil:
-		values, err := r.chartValues(fvm, vm.Name, vm.Namespace)
+		values, err := r.chartValues(fvm, vm.Name, vm.Namespace, revisions)
 		if err != nil {
 			return nil, err
 		}
@@ -230,6 +271,10 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 			// Argo CD's parameters win over valuesObject.
 			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy},
 				argov1alpha1.HelmParameter{Name: "hold", Value: holdParam, ForceString: true})
+		}
+		if revisions != nil {
+			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters,
+				argov1alpha1.HelmParameter{Name: "revision", Value: revisionParam, ForceString: true})
 		}
 		if importing {
 			// The fleetvm-vm chart replaces the VM's dataVolumeTemplates
@@ -384,17 +429,61 @@ func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy 
 // must land on every cluster (name and namespace defaulted, FleetVM labels,
 // spec.runStrategy winning over the template), escaped so the
 // ApplicationSet's Go templating leaves it untouched.
-func (r Renderer) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string) ([]byte, error) {
+//
+// With spec.rollout (revisions not nil), revisions holds every revision
+// other than the latest that a cluster is still given: the chart renders
+// those clusters' VM from values.revisions.
+func (r Renderer) chartValues(fvm *fleetv1alpha1.FleetVirtualMachine, vmName, vmNamespace string, revisions map[int64]*Revision) ([]byte, error) {
 	vm, err := r.renderedVM(fvm, vmName, vmNamespace)
 	if err != nil {
 		return nil, err
 	}
 	values := map[string]any{"vm": escapeValue(vm)}
+	if len(revisions) > 0 {
+		others := map[string]any{}
+		for n, rev := range revisions {
+			old := fvm.DeepCopy()
+			old.Spec.Template, old.Spec.DiskImages = rev.Template, rev.DiskImages
+			vm, err := r.renderedVM(old, vmName, vmNamespace)
+			if err != nil {
+				return nil, fmt.Errorf("revision %d: %w", n, err)
+			}
+			others[strconv.FormatInt(n, 10)] = escapeValue(vm)
+		}
+		values["revisions"] = others
+	}
 	b, err := json.Marshal(values)
 	if err != nil {
 		return nil, fmt.Errorf("encode chart values: %w", err)
 	}
 	return b, nil
+}
+
+// revisions are the revisions other than the latest (fvm's spec, whose
+// number its status.rollout records) that targets are given; nil without
+// spec.rollout, empty when every target is given the latest. Every target
+// has a revision with spec.rollout, none without.
+func (r Renderer) revisions(fvm *fleetv1alpha1.FleetVirtualMachine, targets []Target) (map[int64]*Revision, error) {
+	if fvm.Spec.Rollout == nil {
+		return nil, nil
+	}
+	latest := fvm.Status.Rollout
+	if latest == nil {
+		return nil, fmt.Errorf("spec.rollout is set and status.rollout records no revision yet")
+	}
+	out := map[int64]*Revision{}
+	for _, t := range targets {
+		switch {
+		case t.Revision == nil:
+			return nil, fmt.Errorf("cluster %s is given no revision", t.Name)
+		case t.Revision.Number != latest.Revision:
+			if t.Revision.Template == nil {
+				return nil, fmt.Errorf("revision %d has no template", t.Revision.Number)
+			}
+			out[t.Revision.Number] = t.Revision
+		}
+	}
+	return out, nil
 }
 
 // renderedVM is the VirtualMachine the chart renders, before escaping.

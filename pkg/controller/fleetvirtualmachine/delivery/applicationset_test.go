@@ -3,12 +3,15 @@ package delivery
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
@@ -244,5 +247,91 @@ func TestApplicationSetImportsTheMovingDisks(t *testing.T) {
 	fromGit.Spec.Template, fromGit.Spec.Source = nil, &fleetv1alpha1.GitSource{RepoURL: "https://example.com/vms.git", Path: "db"}
 	if _, err := r.ApplicationSet(fromGit, "p", []Target{{Name: "b", Import: imp}}); err == nil {
 		t.Fatal("a VM from git rendered importing its disks")
+	}
+}
+
+// TestApplicationSetRevisions: with spec.rollout, every element carries the
+// revision its cluster is given and the chart values hold the VM of each
+// revision other than the latest that a cluster is still given; without,
+// the ApplicationSet is as it always was.
+func TestApplicationSetRevisions(t *testing.T) {
+	r := Renderer{ArgoNamespace: "argocd", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm"}}
+	tmpl := func(mem string) *runtime.RawExtension {
+		return &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"memory":{"guest":"` + mem + `"}}}}}}`)}
+	}
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "vms"},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways, Template: tmpl("2Gi"),
+			Rollout: &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}},
+		Status: fleetv1alpha1.FleetVirtualMachineStatus{Rollout: &fleetv1alpha1.RolloutStatus{Revision: 4, Hash: "h"}},
+	}
+	latest := RevisionOf(fvm, 4)
+	old := &Revision{Number: 3, Template: tmpl("1Gi")}
+
+	a, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a", Revision: latest}, {Name: "b", Revision: old}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var els []map[string]string
+	for _, e := range a.Spec.Generators[0].List.Elements {
+		m := map[string]string{}
+		if err := json.Unmarshal(e.Raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		els = append(els, m)
+	}
+	if diff := cmp.Diff([]map[string]string{{"name": "a", "environment": "", "revision": "4"}, {"name": "b", "environment": "", "revision": "3"}}, els); diff != "" {
+		t.Errorf("elements (-want +got):\n%s", diff)
+	}
+	helm := a.Spec.Template.Spec.Source.Helm
+	if !slices.Contains(helm.Parameters, argov1alpha1.HelmParameter{Name: "revision", Value: "{{.revision}}", ForceString: true}) {
+		t.Errorf("no revision parameter in %v", helm.Parameters)
+	}
+	var values struct {
+		VM        map[string]any            `json:"vm"`
+		Revisions map[string]map[string]any `json:"revisions"`
+	}
+	if err := json.Unmarshal(helm.ValuesObject.Raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	guest := func(vm map[string]any) any {
+		return vm["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["domain"].(map[string]any)["memory"].(map[string]any)["guest"]
+	}
+	if guest(values.VM) != "2Gi" || len(values.Revisions) != 1 || guest(values.Revisions["3"]) != "1Gi" {
+		t.Errorf("values: vm %v, revisions %v; want 2Gi and only revision 3 with 1Gi", guest(values.VM), values.Revisions)
+	}
+	if rs := values.Revisions["3"]["spec"].(map[string]any)["runStrategy"]; rs != "Always" {
+		t.Errorf("revision 3's runStrategy %v, want the fleet's Always", rs)
+	}
+
+	// Every cluster on the latest: no other revision's VM in the values.
+	a, err = r.ApplicationSet(fvm, "p", []Target{{Name: "a", Revision: latest}, {Name: "b", Revision: latest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(a.Spec.Template.Spec.Source.Helm.ValuesObject.Raw), "revisions") {
+		t.Errorf("values hold revisions with every cluster on the latest: %s", a.Spec.Template.Spec.Source.Helm.ValuesObject.Raw)
+	}
+	if _, err := r.ApplicationSet(fvm, "p", []Target{{Name: "a"}}); err == nil {
+		t.Error("a target without a revision under spec.rollout was rendered")
+	}
+
+	// Without spec.rollout: no revision anywhere.
+	plain := fvm.DeepCopy()
+	plain.Spec.Rollout, plain.Status.Rollout = nil, nil
+	a, err = r.ApplicationSet(plain, "p", []Target{{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(a.Spec.Generators[0].List.Elements[0].Raw); strings.Contains(raw, "revision") || len(a.Spec.Template.Spec.Source.Helm.Parameters) != 1 {
+		t.Errorf("without spec.rollout: element %s, parameters %v", raw, a.Spec.Template.Spec.Source.Helm.Parameters)
+	}
+
+	// The hash follows the content, not the number.
+	h1, _ := RevisionOf(fvm, 1).Hash()
+	h2, _ := RevisionOf(fvm, 2).Hash()
+	h3, _ := old.Hash()
+	if h1 != h2 || h1 == h3 || len(h1) != 32 {
+		t.Errorf("hashes %q %q %q: want the same for the same content, another for another", h1, h2, h3)
 	}
 }

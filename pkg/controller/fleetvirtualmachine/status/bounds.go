@@ -118,6 +118,8 @@ func compactEntries(runStrategy fleetv1alpha1.RunStrategy, entries []fleetv1alph
 			LeavingSince: e.LeavingSince, RemovingSince: e.RemovingSince,
 			// The overlay's record (placement.ChooseOverlay) is kept for every cluster.
 			PendingEnvironment: e.PendingEnvironment, PendingEnvironmentSince: e.PendingEnvironmentSince,
+			// So is the rollout's (the controller's rollout plan).
+			Rollout: e.Rollout,
 		}
 		if e.LeavingSince != nil {
 			// Why it leaves is part of the decision's record (placement.Decide).

@@ -207,6 +207,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	if detailed != detailedEntries {
 		t.Errorf("%d entries carry details, want %d", detailed, detailedEntries)
 	}
+
 	for _, c := range st.Conditions {
 		if n := utf8.RuneCountInString(c.Message); n > 4096 {
 			t.Errorf("condition %s: message of %d characters:\n%s", c.Type, n, c.Message)
@@ -234,6 +235,32 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	t.Logf("status of %d clusters with 63-character names and environments: %d bytes", n, len(raw))
 	if len(raw) > 1<<20 {
 		t.Errorf("status is %d bytes, want under 1 MiB (etcd refuses requests over 1.5 MiB)", len(raw))
+	}
+
+	// A rollout with every cluster in flight (type All): each cluster's
+	// record, kept in compact entries too, at its longest.
+	in.Rollout = &Rollout{
+		Status:   fleetv1alpha1.RolloutStatus{Revision: 1 << 40, PreviousRevision: 1<<40 - 1, Hash: strings.Repeat("h", 32), Phase: "Progressing", Message: long},
+		Clusters: map[string]*fleetv1alpha1.ClusterRollout{},
+	}
+	for _, c := range names {
+		in.Rollout.Clusters[c] = &fleetv1alpha1.ClusterRollout{Revision: 1 << 40, Since: &now, State: "Applying"}
+	}
+	st = Compute(in)
+	for _, e := range st.Clusters {
+		if e.Rollout == nil || *e.Rollout != *in.Rollout.Clusters[e.Cluster] {
+			t.Fatalf("cluster %s: rollout %v, want its record kept, compact or not", e.Cluster, e.Rollout)
+		}
+	}
+	if st.Rollout == nil || st.Rollout.Revision != 1<<40 || utf8.RuneCountInString(st.Rollout.Message) > MaxConditionMessage {
+		t.Errorf("status.rollout %v: want the revision, its message bounded", st.Rollout)
+	}
+	if raw, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the same with every cluster applying a revision: %d bytes", len(raw))
+	if len(raw) > 1400<<10 {
+		t.Errorf("status is %d bytes mid-rollout, want under 1,400 KiB (etcd refuses requests over 1.5 MiB)", len(raw))
 	}
 }
 

@@ -92,6 +92,22 @@ type Inputs struct {
 	Project       string
 	Previous      fleetv1alpha1.FleetVirtualMachineStatus
 	Now           metav1.Time
+	// Rollout is the rollout's record (spec.rollout set); nil without.
+	Rollout *Rollout
+}
+
+// Rollout is what the status records of a rollout: where it stands, and
+// each cluster's part by name.
+type Rollout struct {
+	Status   fleetv1alpha1.RolloutStatus
+	Clusters map[string]*fleetv1alpha1.ClusterRollout
+}
+
+// FailedStatus tells whether KubeVirt's printableStatus says the VM
+// failed (ErrorUnschedulable, CrashLoopBackOff, ...), as the cluster's
+// phase counts it, an Unknown status aside.
+func FailedStatus(printable string) bool {
+	return printable != "Unknown" && phaseOf(printable) == fleetv1alpha1.ClusterPhaseFailed
 }
 
 // Compute returns the new status: every owned condition is computed
@@ -122,6 +138,14 @@ func Compute(in Inputs) fleetv1alpha1.FleetVirtualMachineStatus {
 		out.Placement = &p
 	}
 	entries := clusterEntries(in)
+	if in.Rollout != nil {
+		st := in.Rollout.Status
+		out.Rollout = &st
+		out.Rollout.Message = Truncate(st.Message, MaxConditionMessage)
+		for i := range entries {
+			entries[i].Rollout = in.Rollout.Clusters[entries[i].Cluster]
+		}
+	}
 	out.Summary = summarize(in, entries)
 	for _, c := range []metav1.Condition{
 		placedCondition(in),

@@ -1,0 +1,326 @@
+package fleetvirtualmachine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
+	"github.com/fleetvm/fleetvm/pkg/rollout"
+	"github.com/fleetvm/fleetvm/pkg/write"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;create;delete
+
+// revisionHistoryLimit is how many revisions no cluster is given are kept
+// besides the latest, for an undo.
+const revisionHistoryLimit = 10
+
+// rolloutPlan is the rollout's decision for one reconcile: the revision
+// each delivered cluster is given, and the record the status keeps.
+type rolloutPlan struct {
+	given  map[string]*delivery.Revision
+	record *status.Rollout
+	// recheckAt is when the plan changes with nothing reported (a soak
+	// ends, a deadline passes).
+	recheckAt time.Time
+}
+
+// planRollout (phase 2b, spec.rollout set) finds the latest revision,
+// writing its ControllerRevision when the spec changed, and decides which
+// revision each cluster the VM is delivered to is given now
+// (rollout.Decide), from the record the status keeps and what the
+// clusters report. The status records the plan before the ApplicationSet
+// delivers it.
+func (r *Reconciler) planRollout(ctx context.Context, s *scope) {
+	fvm := s.fvm
+	if fvm.Spec.Rollout == nil || fvm.Spec.Template == nil {
+		return
+	}
+	plan, err := r.decideRollout(ctx, s)
+	if err != nil {
+		// Nothing is delivered from a plan that could not be made: the
+		// ApplicationSet keeps what it delivers.
+		s.deliverOK = false
+		s.in.DeliveryErr = fmt.Errorf("rollout: %w", err)
+		s.fail(s.in.DeliveryErr)
+		return
+	}
+	s.rollout = plan
+	s.in.Rollout = plan.record
+}
+
+func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan, error) {
+	fvm, prev := s.fvm, s.fvm.Status.Rollout
+	latest := delivery.RevisionOf(fvm, 0)
+	hash, err := latest.Hash()
+	if err != nil {
+		return nil, err
+	}
+	previous := int64(0)
+	var history []appsv1.ControllerRevision
+	if prev != nil && prev.Hash == hash {
+		latest.Number, previous = prev.Revision, prev.PreviousRevision
+	} else {
+		if history, err = r.revisionHistory(ctx, fvm); err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			previous = prev.Revision
+		}
+		if latest.Number, err = r.writeRevision(ctx, fvm, latest, hash, history, previous); err != nil {
+			return nil, err
+		}
+		if history, err = r.revisionHistory(ctx, fvm); err != nil {
+			return nil, err
+		}
+	}
+
+	// Each cluster's record: a cluster with an entry and no record
+	// succeeded on the revision that was the latest then (every copy runs
+	// the first revision when the rollout starts); one with no entry has
+	// no copy yet.
+	records := map[string]*fleetv1alpha1.ClusterRollout{}
+	listed := map[string]bool{}
+	for i := range fvm.Status.Clusters {
+		c := &fvm.Status.Clusters[i]
+		listed[c.Cluster] = true
+		if c.Rollout != nil {
+			records[c.Cluster] = c.Rollout
+		}
+	}
+	done := latest.Number
+	if prev != nil {
+		done = prev.Revision
+	}
+	now := s.now.Time
+	in := rollout.Input{
+		Strategy: *fvm.Spec.Rollout, Target: latest.Number, Previous: previous, Now: now,
+		Paused:  fvm.Annotations[fleetv1alpha1.AnnotationRolloutPaused] == "true",
+		Aborted: fvm.Annotations[fleetv1alpha1.AnnotationRolloutAbort] == strconv.FormatInt(latest.Number, 10),
+		Failed:  prev != nil && prev.Revision == latest.Number && prev.Phase == fleetv1alpha1.RolloutPhase(rollout.Failed),
+	}
+	moving := s.moves.Held(s.reported)
+	for _, c := range s.outcome.Delivered() {
+		rc := rollout.Cluster{Name: c}
+		succeeded := false
+		switch rec := records[c]; {
+		case rec != nil:
+			rc.Given = rec.Revision
+			if rec.Since != nil {
+				rc.GivenAt = rec.Since.Time
+			}
+			if rec.ReadySince != nil {
+				rc.ReadySince = rec.ReadySince.Time
+			}
+		case listed[c] || prev == nil:
+			rc.Given, succeeded = done, true
+		}
+		_, rc.Moving = moving[c]
+		if rep := s.in.Reports[c]; rep != nil && s.in.Clusters[c].Available == metav1.ConditionTrue {
+			if rep.ObservedGeneration >= rep.Generation {
+				rc.Running = rep.Revision
+			}
+			rc.Ready = rep.Ready
+			rc.RestartRequired = strings.Contains(rep.Conditions, "RestartRequired=True")
+			if status.FailedStatus(rep.PrintableStatus) {
+				rc.Failure = rep.PrintableStatus
+			}
+		}
+		switch {
+		case rc.Running != rc.Given || !rc.Ready || rc.Failure != "" || rc.RestartRequired:
+			rc.ReadySince = time.Time{}
+		case succeeded:
+			// Its soak passed when it succeeded.
+			rc.ReadySince = time.Unix(0, 0)
+		case rc.ReadySince.IsZero():
+			rc.ReadySince = now
+		}
+		in.Clusters = append(in.Clusters, rc)
+	}
+	decided := rollout.Decide(in)
+
+	byNumber := map[int64]*delivery.Revision{latest.Number: latest}
+	out := &rolloutPlan{
+		given:     map[string]*delivery.Revision{},
+		recheckAt: decided.RecheckAt,
+		record: &status.Rollout{
+			Status: fleetv1alpha1.RolloutStatus{
+				Revision: latest.Number, PreviousRevision: previous, Hash: hash,
+				Phase: fleetv1alpha1.RolloutPhase(decided.Phase), Failures: int32(decided.Failures),
+				Message: decided.Message,
+			},
+			Clusters: map[string]*fleetv1alpha1.ClusterRollout{},
+		},
+	}
+	clusters := map[string]rollout.Cluster{}
+	for _, c := range in.Clusters {
+		clusters[c.Name] = c
+	}
+	for _, p := range decided.Clusters {
+		rc := clusters[p.Name]
+		rev := byNumber[p.Revision]
+		if rev == nil {
+			if history == nil {
+				if history, err = r.revisionHistory(ctx, fvm); err != nil {
+					return nil, err
+				}
+			}
+			if rev, err = revisionNumbered(history, p.Revision); err != nil {
+				return nil, fmt.Errorf("cluster %s: %w", p.Name, err)
+			}
+			byNumber[p.Revision] = rev
+		}
+		out.given[p.Name] = rev
+		switch p.State {
+		case rollout.Done:
+			out.record.Status.Updated++
+			if p.Revision == latest.Number {
+				continue // no record: succeeded on status.rollout.revision
+			}
+		case rollout.ToApply:
+			out.record.Clusters[p.Name] = &fleetv1alpha1.ClusterRollout{Revision: p.Revision, State: string(p.State)}
+			continue
+		}
+		rec := &fleetv1alpha1.ClusterRollout{Revision: p.Revision, State: string(p.State)}
+		since := metav1.NewTime(rc.GivenAt)
+		if p.Revision != rc.Given || rc.GivenAt.IsZero() {
+			since = s.now
+		}
+		rec.Since = &since
+		if !rc.ReadySince.IsZero() && p.Revision == rc.Given && p.State == rollout.Soaking {
+			t := metav1.NewTime(rc.ReadySince)
+			rec.ReadySince = &t
+		}
+		out.record.Clusters[p.Name] = rec
+	}
+	return out, nil
+}
+
+// revisionHistory lists the FleetVirtualMachine's ControllerRevisions,
+// from the API server: the hub does not cache them.
+func (r *Reconciler) revisionHistory(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]appsv1.ControllerRevision, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.reader().List(ctx, list, client.InNamespace(fvm.Namespace), client.MatchingLabels(delivery.OwnerLabels(fvm))); err != nil {
+		return nil, fmt.Errorf("list revisions: %w", err)
+	}
+	out := list.Items[:0]
+	for _, cr := range list.Items {
+		if metav1.IsControlledBy(&cr, fvm) {
+			out = append(out, cr)
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// annotationRevisionHash on a ControllerRevision is the hash of its
+// content (delivery.Revision.Hash).
+const annotationRevisionHash = "fleetvm.io/revision-hash"
+
+// writeRevision records latest as a ControllerRevision and returns its
+// number: the one it was written with before when that is newer than
+// previous (this reconcile's status write was refused), otherwise one
+// above every revision kept. Content seen before (an undo) is a new
+// revision, as a Deployment's rollback is: the clusters given the old
+// number keep theirs. It prunes the revisions beyond the history limit
+// that no cluster is given.
+func (r *Reconciler) writeRevision(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, latest *delivery.Revision, hash string, history []appsv1.ControllerRevision, previous int64) (int64, error) {
+	next := previous + 1
+	for _, cr := range history {
+		if cr.Annotations[annotationRevisionHash] == hash && cr.Revision > previous {
+			return cr.Revision, nil
+		}
+		next = max(next, cr.Revision+1)
+	}
+	data, err := json.Marshal(latest)
+	if err != nil {
+		return 0, fmt.Errorf("encode revision: %w", err)
+	}
+	cr := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			// "<FleetVM>-<hash>-<number>": unique per content and number.
+			Name:        fmt.Sprintf("%s-%s-%d", fvm.Name, hash[:8], next),
+			Namespace:   fvm.Namespace,
+			Labels:      delivery.OwnerLabels(fvm),
+			Annotations: map[string]string{annotationRevisionHash: hash},
+		},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: next,
+	}
+	if err := controllerutil.SetControllerReference(fvm, cr, r.Client.Scheme()); err != nil {
+		return 0, err
+	}
+	if _, err := write.CreateOnly(ctx, r.Client, cr); err != nil {
+		return 0, fmt.Errorf("write revision %s: %w", cr.Name, err)
+	}
+	return next, r.pruneRevisions(ctx, fvm, history)
+}
+
+// pruneRevisions deletes the oldest revisions beyond revisionHistoryLimit
+// that no cluster is given.
+func (r *Reconciler) pruneRevisions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, history []appsv1.ControllerRevision) error {
+	given := map[int64]bool{}
+	for _, c := range fvm.Status.Clusters {
+		if c.Rollout != nil {
+			given[c.Rollout.Revision] = true
+		}
+	}
+	slices.SortFunc(history, func(a, b appsv1.ControllerRevision) int { return int(b.Revision - a.Revision) })
+	kept := 0
+	for i := range history {
+		if given[history[i].Revision] {
+			continue
+		}
+		if kept++; kept <= revisionHistoryLimit {
+			continue
+		}
+		if err := r.Client.Delete(ctx, &history[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("prune revision %s: %w", history[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// revisionNumbered reads revision n from the history.
+func revisionNumbered(history []appsv1.ControllerRevision, n int64) (*delivery.Revision, error) {
+	for _, cr := range history {
+		if cr.Revision != n {
+			continue
+		}
+		rev := &delivery.Revision{}
+		if err := json.Unmarshal(cr.Data.Raw, rev); err != nil {
+			return nil, fmt.Errorf("decode revision %d (%s): %w", n, cr.Name, err)
+		}
+		rev.Number = n
+		return rev, nil
+	}
+	return nil, fmt.Errorf("revision %d is given and no longer kept", n)
+}
+
+// lookAgain is how long until the plan changes with nothing reported; 0
+// when nothing is timed (or no rollout).
+func (p *rolloutPlan) lookAgain(now time.Time) time.Duration {
+	if p == nil || p.recheckAt.IsZero() {
+		return 0
+	}
+	return max(p.recheckAt.Sub(now), time.Millisecond)
+}
