@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,7 +80,8 @@ func NewCommand(cfg Config) *cobra.Command {
 managed cluster. start, stop and restart change spec.runStrategy, which the
 hub delivers to every cluster. move asks the hub to move one copy to another
 cluster; drain and undrain put and take off the taint that has the hub move
-every copy off a cluster.`,
+every copy off a cluster. rollout follows, pauses, aborts and undoes the rollout
+of a change (spec.rollout).`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fleetvm"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -89,7 +91,7 @@ every copy off a cluster.`,
 	o.flags.AddFlags(root.PersistentFlags())
 
 	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o),
-		newMoveCommand(o), newDrainCommand(o), newUndrainCommand(o))
+		newMoveCommand(o), newDrainCommand(o), newUndrainCommand(o), newRolloutCommand(o))
 	for _, p := range []power{powerStart, powerStop, powerRestart} {
 		root.AddCommand(newPowerCommand(o, p))
 	}
@@ -100,6 +102,7 @@ every copy off a cluster.`,
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(fleetv1alpha1.AddToScheme(s))
+	utilruntime.Must(appsv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.Install(s))
 	utilruntime.Must(clusterv1alpha1.Install(s))
 	utilruntime.Must(clusterv1beta2.Install(s))
