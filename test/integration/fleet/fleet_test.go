@@ -2,10 +2,13 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -58,9 +61,41 @@ func create(t *testing.T, fvm *fleetv1alpha1.FleetVirtualMachine) {
 			return true, nil
 		})
 		if err != nil {
-			t.Errorf("FleetVirtualMachine %s and its VMs not gone: %v", key, err)
+			t.Errorf("FleetVirtualMachine %s and its VMs not gone: %v%s", key, err, deletionWaits(key))
 		}
 	})
+}
+
+// deletionWaits says what a FleetVirtualMachine's deletion waits for: its
+// finalizers and Ready condition, its Applications, and where its VMs
+// still are.
+func deletionWaits(key client.ObjectKey) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	fvm := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := fleet.Hub.Client.Get(ctx, key, fvm); err == nil {
+		fmt.Fprintf(&b, "\n  finalizers %v, deletion %v", fvm.Finalizers, fvm.DeletionTimestamp)
+		if c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionReady); c != nil {
+			fmt.Fprintf(&b, "\n  Ready %s %s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	var apps argov1alpha1.ApplicationList
+	if err := fleet.Hub.Client.List(ctx, &apps, client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: key.Name, fleetv1alpha1.LabelFleetVMNamespace: key.Namespace}); err == nil {
+		for _, a := range apps.Items {
+			fmt.Fprintf(&b, "\n  Application %s: finalizers %v, deletion %v, owners %d, sync %s, health %s",
+				a.Name, a.Finalizers, a.DeletionTimestamp, len(a.OwnerReferences), a.Status.Sync.Status, a.Status.Health.Status)
+		}
+	}
+	for _, s := range fleet.Spokes {
+		var vms kubevirtv1.VirtualMachineList
+		if err := s.Client.List(ctx, &vms, client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: key.Name}); err == nil {
+			for _, vm := range vms.Items {
+				fmt.Fprintf(&b, "\n  VM on %s: deletion %v, finalizers %v", s.Name, vm.DeletionTimestamp, vm.Finalizers)
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitFVM polls the FleetVirtualMachine (as the admin) until cond holds.
