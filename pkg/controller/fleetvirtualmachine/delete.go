@@ -60,6 +60,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	}
 
 	obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name)
+	if err == nil && obj == nil {
+		// The cache may not show yet an ApplicationSet the reconcile
+		// before this deletion created: left behind, it would deliver the
+		// VM with no FleetVirtualMachine. Only the API server's word ends
+		// the deletion.
+		obj, err = r.getOwnedFrom(ctx, r.reader(), fvm, &argov1alpha1.ApplicationSet{}, name)
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -200,3 +200,56 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletionAsksTheAPIServerForTheApplicationSet: a FleetVM deleted
+// right after the reconcile that created its ApplicationSet, before the
+// cache shows it. The deletion does not end on the cache's word: left
+// behind, the ApplicationSet would deliver the VM with no FleetVM. It
+// deletes the ApplicationSet the API server has, and keeps its finalizer.
+func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
+	ctx := t.Context()
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "vms", Name: "web", UID: "fvm-uid", Generation: 1,
+			Finalizers:        []string{fleetv1alpha1.FleetVirtualMachineFinalizer},
+			DeletionTimestamp: ptr.To(metav1.Now()),
+		},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Template:       &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{}}`)},
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+		},
+	}
+	cfg := DefaultConfig()
+	appSet := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cfg.ArgoNamespace, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm)), UID: "appset-uid",
+		Labels: delivery.OwnerLabels(fvm), Finalizers: []string{delivery.ProtectionFinalizer},
+	}}
+	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(fvm, appSet).WithStatusSubresource(fvm)
+	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	live := b.Build()
+	// The cache: everything but the new ApplicationSet.
+	cached := interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*argov1alpha1.ApplicationSet); ok {
+				return apierrors.NewNotFound(argov1alpha1.SchemeGroupVersion.WithResource("applicationsets").GroupResource(), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := &Reconciler{Client: cached, APIReader: live, Recorder: record.NewFakeRecorder(100), Clock: clocktesting.NewFakeClock(metav1.Now().Time), Config: cfg}
+	_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fvm)})
+
+	got := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := live.Get(ctx, client.ObjectKeyFromObject(fvm), got); err != nil {
+		t.Fatalf("the FleetVirtualMachine is gone with its ApplicationSet still there: %v", err)
+	}
+	if !controllerutil.ContainsFinalizer(got, fleetv1alpha1.FleetVirtualMachineFinalizer) {
+		t.Error("the finalizer is off with the ApplicationSet still there")
+	}
+	left := &argov1alpha1.ApplicationSet{}
+	if err := live.Get(ctx, client.ObjectKeyFromObject(appSet), left); err == nil && left.DeletionTimestamp == nil {
+		t.Error("the ApplicationSet the API server has was not deleted")
+	}
+}

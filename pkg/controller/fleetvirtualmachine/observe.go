@@ -390,7 +390,12 @@ func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.Fl
 // there is none; an error when it belongs to someone else. Nothing found
 // by name is changed without this check.
 func (r *Reconciler) getOwned(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, obj client.Object, name string) (client.Object, error) {
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, obj)
+	return r.getOwnedFrom(ctx, r.Client, fvm, obj, name)
+}
+
+// getOwnedFrom is getOwned reading from reader.
+func (r *Reconciler) getOwnedFrom(ctx context.Context, reader client.Reader, fvm *fleetv1alpha1.FleetVirtualMachine, obj client.Object, name string) (client.Object, error) {
+	err := reader.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
