@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,6 +95,10 @@ func (s *Simulator) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	}
 
 	status := vm.Status.DeepCopy()
+	if vmi == nil {
+		// No instance runs an older spec.
+		removeVMCondition(status, kubevirtv1.VirtualMachineRestartRequired)
+	}
 	var wait time.Duration
 	switch {
 	case RunStrategy(vm) == kubevirtv1.RunStrategyWaitAsReceiver:
@@ -199,10 +204,23 @@ func (s *Simulator) run(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 			st.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
 			return wait, nil
 		}
+		if f := s.faults.CrashLoops; f != nil && f(vm) {
+			st.PrintableStatus, st.Ready = kubevirtv1.VirtualMachineStatusCrashLoopBackOff, false
+			setVMCondition(st, kubevirtv1.VirtualMachineReady, corev1.ConditionFalse, reasonNotRunning, "", now)
+			return 0, nil
+		}
 		if err := s.startInstance(ctx, vm, vmi); err != nil {
 			return 0, err
 		}
 		s.stepped(vm.UID)
+	}
+	// KubeVirt applies a changed domain only when the VM restarts
+	// (vmRolloutStrategy Stage): until then the VM says RestartRequired.
+	if vm.Spec.Template != nil && !apiequality.Semantic.DeepEqual(vmi.Spec.Domain, vm.Spec.Template.Spec.Domain) {
+		setVMCondition(st, kubevirtv1.VirtualMachineRestartRequired, corev1.ConditionTrue, "",
+			"a non-live-updatable field was changed in the template spec", now)
+	} else {
+		removeVMCondition(st, kubevirtv1.VirtualMachineRestartRequired)
 	}
 	st.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
 	if ms := vmi.Status.MigrationState; ms != nil && ms.StartTimestamp != nil && !ms.Completed {
@@ -460,11 +478,14 @@ func (s *Simulator) createInstance(ctx context.Context, vm *kubevirtv1.VirtualMa
 		vmi.Labels = map[string]string{}
 	}
 	vmi.Labels[kubevirtv1.VirtualMachineLabel] = vm.Name
+	// The VM's generation the instance was made from, as KubeVirt's VM
+	// controller records it.
+	if vmi.Annotations == nil {
+		vmi.Annotations = map[string]string{}
+	}
+	vmi.Annotations[kubevirtv1.VirtualMachineGenerationAnnotation] = strconv.FormatInt(vm.Generation, 10)
 	status := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled, NodeName: node}
 	if node == "" {
-		if vmi.Annotations == nil {
-			vmi.Annotations = map[string]string{}
-		}
 		vmi.Annotations[kubevirtv1.CreateMigrationTarget] = "true"
 		status = kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.WaitingForSync}
 	}

@@ -161,6 +161,11 @@ type Faults struct {
 	// running, its receiver waiting again. Set it on the source cluster's
 	// simulator (the source decides; the target follows).
 	MigrationFailsHalfway func(migrationID string) bool
+	// CrashLoops tells whether the guest of a VM crashes as it boots (a
+	// broken image or cloud-init): its instance never runs, and the VM
+	// shows printableStatus CrashLoopBackOff, not ready, as KubeVirt shows
+	// a VM whose instances keep failing.
+	CrashLoops func(vm *kubevirtv1.VirtualMachine) bool
 }
 
 // New returns a Simulator.

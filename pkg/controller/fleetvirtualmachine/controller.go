@@ -267,6 +267,10 @@ func (r *Reconciler) deliveryTargets(fvm *fleetv1alpha1.FleetVirtualMachine, obs
 		t.Import = imports[c]
 		if plan != nil {
 			t.Revision = plan.given[c]
+			if plan.restart[c] && t.RunStrategy == "" {
+				// Stopped, then started on its new spec; a move's hold wins.
+				t.RunStrategy = fleetv1alpha1.RunStrategyHalted
+			}
 		}
 		out = append(out, t)
 	}

@@ -31,8 +31,13 @@ const revisionHistoryLimit = 10
 // rolloutPlan is the rollout's decision for one reconcile: the revision
 // each delivered cluster is given, and the record the status keeps.
 type rolloutPlan struct {
-	given  map[string]*delivery.Revision
-	record *status.Rollout
+	given map[string]*delivery.Revision
+	// restart are the clusters whose VM restarts now to take its
+	// revision (KubeVirt's RestartRequired, in the cluster's turn): it is
+	// delivered stopped until its cluster reports it stopped, then with
+	// the fleet's run strategy again.
+	restart map[string]bool
+	record  *status.Rollout
 	// recheckAt is when the plan changes with nothing reported (a soak
 	// ends, a deadline passes).
 	recheckAt time.Time
@@ -155,6 +160,7 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 	byNumber := map[int64]*delivery.Revision{latest.Number: latest}
 	out := &rolloutPlan{
 		given:     map[string]*delivery.Revision{},
+		restart:   map[string]bool{},
 		recheckAt: decided.RecheckAt,
 		record: &status.Rollout{
 			Status: fleetv1alpha1.RolloutStatus{
@@ -184,6 +190,11 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 			byNumber[p.Revision] = rev
 		}
 		out.given[p.Name] = rev
+		// A VM of runStrategy Manual or Halted is not started again by
+		// its run strategy: its restart is its operator's.
+		if p.Restart && (fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyAlways || fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyRerunOnFailure) {
+			out.restart[p.Name] = true
+		}
 		switch p.State {
 		case rollout.Done:
 			out.record.Status.Updated++

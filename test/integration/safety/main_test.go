@@ -59,6 +59,9 @@ const (
 	// nsReceiverNeverReady prefixes the namespaces whose live migration
 	// receivers never get a pod (the simulator's fault).
 	nsReceiverNeverReady = "receiver-never-ready"
+	// annotationCrash on a VM's template makes its guest crash as it
+	// boots (the simulator's CrashLoops): a bad change.
+	annotationCrash = "test.fleetvm.io/crash"
 	// Each spoke has one node of 16 CPUs: a 12-CPU VM leaves room for no
 	// second one, so its cluster's fit score for its shape falls to 0.
 	nodeCPU, nodeMemory = "16", "64Gi"
@@ -122,6 +125,9 @@ func startFleet(ctx context.Context, f *fleetenv.Fleet) error {
 			ExportFails:           func(ex types.NamespacedName) bool { return strings.HasPrefix(ex.Namespace, nsExportFails) },
 			MigrationFailsHalfway: func(id string) bool { _, ok := failingMigrations.Load(id); return ok },
 			ReceiverNeverReady:    func(vm types.NamespacedName) bool { return strings.HasPrefix(vm.Namespace, nsReceiverNeverReady) },
+			CrashLoops: func(vm *kubevirtv1.VirtualMachine) bool {
+				return vm.Spec.Template != nil && vm.Spec.Template.ObjectMeta.Annotations[annotationCrash] == "true"
+			},
 		},
 	})
 	return err
@@ -147,6 +153,43 @@ type deletions struct {
 	on         map[types.NamespacedName]map[string]bool
 	limits     map[types.NamespacedName]int
 	violations map[types.NamespacedName][]string
+	// down: for the VMs watched for it (watchDown), the clusters whose VM
+	// is not ready now, and the most at any moment since.
+	down     map[types.NamespacedName]map[string]bool
+	mostDown map[types.NamespacedName]int
+}
+
+// watchDown starts counting on how many clusters at once the VM is not
+// ready (exists, ready false), from now; it returns the most so far.
+func (d *deletions) watchDown(vm types.NamespacedName) func() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down == nil {
+		d.down, d.mostDown = map[types.NamespacedName]map[string]bool{}, map[types.NamespacedName]int{}
+	}
+	d.down[vm], d.mostDown[vm] = map[string]bool{}, 0
+	return func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.mostDown[vm]
+	}
+}
+
+// ready notes whether a watched VM is ready on a cluster.
+func (d *deletions) ready(cluster string, vm *kubevirtv1.VirtualMachine) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := client.ObjectKeyFromObject(vm)
+	down, ok := d.down[key]
+	if !ok {
+		return
+	}
+	if vm.DeletionTimestamp == nil && !vm.Status.Ready {
+		down[cluster] = true
+	} else {
+		delete(down, cluster)
+	}
+	d.mostDown[key] = max(d.mostDown[key], len(down))
 }
 
 // running notes a VM on a cluster, or gone from it, and checks its limit.
@@ -232,6 +275,7 @@ func (d *deletions) record(ctx context.Context, spoke *fleetenv.Cluster) error {
 		UpdateFunc: func(_, cur any) {
 			if vm, ok := cur.(*kubevirtv1.VirtualMachine); ok {
 				d.running(spoke.Name, client.ObjectKeyFromObject(vm), vm.DeletionTimestamp == nil)
+				d.ready(spoke.Name, vm)
 				if vm.DeletionTimestamp != nil {
 					add(vm)
 				}

@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -23,24 +25,45 @@ import (
 
 // TestProgressiveRollout: a FleetVM on three clusters with a Progressive
 // rollout, one cluster at a time, each soaking a minute on the hub's
-// clock. A change of its template reaches one cluster, whose VM runs it
-// ready, and no other until the soak has passed: the spokes show it,
-// with any number of reconciles in between. Each minute brings the next
-// cluster, then the rollout succeeds. Pausing holds the next change on
-// the first cluster; resuming lets it go on. The revisions are
-// ControllerRevisions beside the FleetVM. No copy is added or removed
-// throughout.
+// clock, no failure allowed.
+//
+//   - A change of its memory reaches one cluster, whose VM KubeVirt must
+//     restart to take it (RestartRequired): the hub stops it there and
+//     starts it again on the new spec, and gives no other cluster the
+//     revision until it has run ready for the soak, with any number of
+//     reconciles in between. Watched on the spokes, the VM is down on at
+//     most one cluster at any moment.
+//   - Paused, the next change reaches no cluster until resumed.
+//   - That change crashes the guest: the first cluster fails it, the
+//     rollout stops, and the other two keep the previous revision, ready,
+//     however long the hub waits.
+//   - Undo (the previous template back) brings the first cluster back,
+//     then the others take the new revision number, without a restart.
+//
+// The revisions are ControllerRevisions beside the FleetVM. No copy is
+// added or removed throughout.
 func TestProgressiveRollout(t *testing.T) {
 	const ns = "rollout"
 	const soak = time.Minute
-	build := func(memory string) *fleetv1alpha1.FleetVirtualMachine {
-		return utiltesting.MakeFleetVM(ns, "web").Clusters(3).VM(1, memory).DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).
+	build := func(memory string, crash bool) *fleetv1alpha1.FleetVirtualMachine {
+		w := utiltesting.MakeFleetVM(ns, "web").Clusters(3).VM(1, memory).DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).
 			Rollout(clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive, Progressive: &clusterv1alpha1.RolloutProgressive{
 				MaxConcurrency: intstr.FromInt32(1),
 				RolloutConfig:  clusterv1alpha1.RolloutConfig{MinSuccessTime: metav1.Duration{Duration: soak}},
-			}}).Obj()
+			}})
+		fvm := w.Obj()
+		if crash {
+			var vm map[string]any
+			if err := json.Unmarshal(fvm.Spec.Template.Raw, &vm); err != nil {
+				t.Fatal(err)
+			}
+			tmpl := vm["spec"].(map[string]any)["template"].(map[string]any)
+			tmpl["metadata"] = map[string]any{"annotations": map[string]any{annotationCrash: "true"}}
+			fvm = w.Template(&runtime.RawExtension{Raw: mustJSON(t, vm)}).Obj()
+		}
+		return fvm
 	}
-	fvm := build("1Gi")
+	fvm := build("1Gi", false)
 	vm := vmclaim.Identity(fvm)
 	check := vms.limit(vm, 3)
 	create(t, fvm)
@@ -64,52 +87,60 @@ func TestProgressiveRollout(t *testing.T) {
 	})
 	on := names(got)
 	waitRevisions(t, vm, on, map[string]string{on[0]: "1", on[1]: "1", on[2]: "1"})
+	mostDown := vms.watchDown(vm)
 
-	change := func(memory string) {
+	change := func(f *fleetv1alpha1.FleetVirtualMachine) {
 		t.Helper()
 		cur := &fleetv1alpha1.FleetVirtualMachine{}
 		if err := fleet.Hub.Client.Get(t.Context(), key, cur); err != nil {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(cur.DeepCopy())
-		cur.Spec.Template = build(memory).Spec.Template
+		cur.Spec.Template = f.Spec.Template
 		if err := fleet.Hub.Client.Patch(t.Context(), cur, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	change("2Gi")
-	// One cluster at a time, in name order, each after the soak of the
-	// one before.
-	for i := range on {
-		want := map[string]string{}
-		for j, c := range on {
-			want[c] = map[bool]string{true: "2", false: "1"}[j <= i]
+	// progress waits for each cluster in turn to take revision, ready and
+	// soaking, with the others unchanged until its soak ended.
+	progress := func(revision string, before string) {
+		t.Helper()
+		for i := range on {
+			want := map[string]string{}
+			for j, c := range on {
+				want[c] = map[bool]string{true: revision, false: before}[j <= i]
+			}
+			waitRevisions(t, vm, on, want)
+			waitFVM(t, key, fmt.Sprintf("%s soaking revision %s", on[i], revision), func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+				r := rolloutOf(f, on[i])
+				return r != nil && fmt.Sprint(r.Revision) == revision && r.State == "Soaking" && r.ReadySince != nil
+			})
+			settle(t, key)
+			settle(t, key)
+			if got := spokeRevisions(t, vm, on); !maps.Equal(got, want) {
+				t.Fatalf("before %s's soak ended: revisions %v, want %v", on[i], got, want)
+			}
+			clock.Step(soak + time.Second)
 		}
-		waitRevisions(t, vm, on, want)
-		waitFVM(t, key, fmt.Sprintf("%s soaking revision 2", on[i]), func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-			r := rolloutOf(f, on[i])
-			return r != nil && r.Revision == 2 && r.State == "Soaking" && r.ReadySince != nil
+		waitFVM(t, key, "revision "+revision+" succeeded", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+			return f.Status.Rollout != nil && fmt.Sprint(f.Status.Rollout.Revision) == revision && f.Status.Rollout.Phase == "Succeeded"
 		})
-		// Reconciles before the soak ends give no other cluster the
-		// revision.
-		settle(t, key)
-		settle(t, key)
-		if got := spokeRevisions(t, vm, on); !maps.Equal(got, want) {
-			t.Fatalf("before %s's soak ended: revisions %v, want %v", on[i], got, want)
-		}
-		clock.Step(soak + time.Second)
-	}
-	got = waitFVM(t, key, "revision 2 succeeded", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		return f.Status.Rollout != nil && f.Status.Rollout.Revision == 2 && f.Status.Rollout.Phase == "Succeeded"
-	})
-	if got.Status.Rollout.PreviousRevision != 1 || got.Status.Rollout.Updated != 3 {
-		t.Errorf("rollout status %+v, want previous revision 1 and 3 clusters updated", *got.Status.Rollout)
 	}
 
-	// Paused: the next change reaches the first cluster only once
-	// resumed.
-	setAnnotation(t, key, "fleetvm.io/rollout-paused", "true")
-	change("3Gi")
+	change(build("2Gi", false))
+	progress("2", "1")
+	if n := mostDown(); n != 1 {
+		t.Errorf("the VM was down on at most %d clusters at once during the rollout, want 1 (each restarted in its turn)", n)
+	}
+	for _, c := range on {
+		if got := memoryOn(t, c, vm); got != "2Gi" {
+			t.Errorf("%s: the VM's instance has %s, want the new 2Gi (restarted)", c, got)
+		}
+	}
+
+	// Paused: the next change reaches no cluster until resumed.
+	setAnnotation(t, key, fleetv1alpha1.AnnotationRolloutPaused, "true")
+	change(build("3Gi", true))
 	waitFVM(t, key, "revision 3 paused", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 		return f.Status.Rollout != nil && f.Status.Rollout.Revision == 3 && f.Status.Rollout.Phase == "Paused"
 	})
@@ -119,8 +150,31 @@ func TestProgressiveRollout(t *testing.T) {
 	if got := spokeRevisions(t, vm, on); !maps.Equal(got, map[string]string{on[0]: "2", on[1]: "2", on[2]: "2"}) {
 		t.Fatalf("paused: revisions %v, want revision 2 everywhere", got)
 	}
-	setAnnotation(t, key, "fleetvm.io/rollout-paused", "")
-	waitRevisions(t, vm, on, map[string]string{on[0]: "3", on[1]: "2", on[2]: "2"})
+	setAnnotation(t, key, fleetv1alpha1.AnnotationRolloutPaused, "")
+
+	// Revision 3 crashes on the first cluster: the rollout fails there
+	// and gives it to no other.
+	waitFVM(t, key, "revision 3 failed", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		r := rolloutOf(f, on[0])
+		return f.Status.Rollout.Phase == "Failed" && f.Status.Rollout.Failures == 1 && r != nil && r.State == "Failed"
+	})
+	clock.Step(10 * soak)
+	settle(t, key)
+	if got := spokeRevisions(t, vm, on); !maps.Equal(got, map[string]string{on[0]: "3", on[1]: "2", on[2]: "2"}) {
+		t.Fatalf("failed: revisions %v, want 3 on %s only", got, on[0])
+	}
+	for _, c := range on[1:] {
+		if !readyOn(t, c, vm) {
+			t.Errorf("%s: the VM is not ready on the previous revision after the rollout failed", c)
+		}
+	}
+
+	// Undo: revision 2's template back, as revision 4.
+	change(build("2Gi", false))
+	progress("4", "2")
+	if n := mostDown(); n != 1 {
+		t.Errorf("the VM was down on at most %d clusters at once, want 1", n)
+	}
 
 	var revisions appsv1.ControllerRevisionList
 	if err := fleet.Hub.Client.List(t.Context(), &revisions, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: "web"}); err != nil {
@@ -131,8 +185,8 @@ func TestProgressiveRollout(t *testing.T) {
 		numbers = append(numbers, r.Revision)
 	}
 	slices.Sort(numbers)
-	if !slices.Equal(numbers, []int64{1, 2, 3}) {
-		t.Errorf("ControllerRevisions numbered %v, want 1, 2, 3", numbers)
+	if !slices.Equal(numbers, []int64{1, 2, 3, 4}) {
+		t.Errorf("ControllerRevisions numbered %v, want 1 to 4", numbers)
 	}
 	if c := vms.copies(vm); !slices.Equal(c, on) {
 		t.Errorf("the VM runs on %v, want %v", c, on)
@@ -140,6 +194,42 @@ func TestProgressiveRollout(t *testing.T) {
 	for _, v := range check() {
 		t.Errorf("invariant: %s", v)
 	}
+}
+
+// memoryOn is the guest memory of the VM's instance on the cluster ("-"
+// without one).
+func memoryOn(t *testing.T, cluster string, vm types.NamespacedName) string {
+	t.Helper()
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := fleet.Spoke(cluster).Client.Get(t.Context(), vm, vmi); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		return "-"
+	}
+	if m := vmi.Spec.Domain.Memory; m != nil && m.Guest != nil {
+		return m.Guest.String()
+	}
+	return ""
+}
+
+// readyOn tells whether the VM is ready on the cluster.
+func readyOn(t *testing.T, cluster string, vm types.NamespacedName) bool {
+	t.Helper()
+	got := &kubevirtv1.VirtualMachine{}
+	if err := fleet.Spoke(cluster).Client.Get(t.Context(), vm, got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Ready
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // rolloutOf is a cluster's part of the rollout, as the status records it.
