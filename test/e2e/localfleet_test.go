@@ -159,6 +159,20 @@ func TestMoveLive(t *testing.T) {
 	})
 }
 
+// TestRollout rolls a memory change over the two prod clusters, one at a
+// time, with real Argo CD.
+func TestRollout(t *testing.T) {
+	checkArgoCD(t)
+	RolloutSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-rollout",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}
+
 // TestExamples applies examples/ as `make run` does and waits for all of
 // them to be Ready; the git example must pick each cluster's overlay.
 func TestExamples(t *testing.T) {

@@ -1,9 +1,12 @@
 package fleetvirtualmachine
 
 import (
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
 
 // TestTransitionEvents: a rollout without trouble gives one event (Ready);
@@ -39,6 +42,36 @@ func TestTransitionEvents(t *testing.T) {
 		kind, ok := transitionEvent(tc.condition, tc.old, tc.cur)
 		if (tc.want != "") != ok || kind != tc.want {
 			t.Errorf("%s: event %q (%v), want %q", tc.name, kind, ok, tc.want)
+		}
+	}
+}
+
+// TestRolloutEvents: an event each time the rollout's revision or phase
+// changes, a Warning when it failed; none while it stands still.
+func TestRolloutEvents(t *testing.T) {
+	r := func(rev int64, phase string) *fleetv1alpha1.RolloutStatus {
+		return &fleetv1alpha1.RolloutStatus{Revision: rev, PreviousRevision: rev - 1, Phase: fleetv1alpha1.RolloutPhase(phase), Message: "m"}
+	}
+	cases := []struct {
+		name         string
+		old, cur     *fleetv1alpha1.RolloutStatus
+		kind, reason string // "" for no event
+	}{
+		{"no rollout", nil, nil, "", ""},
+		{"first revision", nil, r(1, "Progressing"), "Normal", "RolloutProgressing"},
+		{"still progressing", r(1, "Progressing"), r(1, "Progressing"), "", ""},
+		{"succeeded", r(1, "Progressing"), r(1, "Succeeded"), "Normal", "RolloutSucceeded"},
+		{"a new revision", r(1, "Succeeded"), r(2, "Progressing"), "Normal", "RolloutProgressing"},
+		{"failed", r(2, "Progressing"), r(2, "Failed"), "Warning", "RolloutFailed"},
+		{"rollout removed", r(2, "Failed"), nil, "", ""},
+	}
+	for _, tc := range cases {
+		kind, reason, msg, ok := rolloutEvent(tc.old, tc.cur)
+		if (tc.kind != "") != ok || kind != tc.kind || reason != tc.reason {
+			t.Errorf("%s: event %q %q (%v), want %q %q", tc.name, kind, reason, ok, tc.kind, tc.reason)
+		}
+		if ok && msg != fmt.Sprintf("revision %d (previous %d): %s: m", tc.cur.Revision, tc.cur.PreviousRevision, tc.cur.Phase) {
+			t.Errorf("%s: message %q", tc.name, msg)
 		}
 	}
 }

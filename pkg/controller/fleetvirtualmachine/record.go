@@ -136,6 +136,26 @@ func (r *Reconciler) recordTransitions(before, after *fleetv1alpha1.FleetVirtual
 			r.Recorder.Event(after, kind, cur.Reason, cur.Message)
 		}
 	}
+	if kind, reason, msg, ok := rolloutEvent(before.Status.Rollout, after.Status.Rollout); ok {
+		r.Recorder.Event(after, kind, reason, msg)
+	}
+}
+
+// rolloutEvent says whether the rollout's phase or revision changed, and
+// the event that tells it: Rollout<Phase>, a Warning when it failed.
+func rolloutEvent(old, cur *fleetv1alpha1.RolloutStatus) (kind, reason, msg string, ok bool) {
+	if cur == nil || (old != nil && old.Revision == cur.Revision && old.Phase == cur.Phase) {
+		return "", "", "", false
+	}
+	kind = "Normal"
+	if cur.Phase == fleetv1alpha1.RolloutPhase("Failed") {
+		kind = "Warning"
+	}
+	msg = fmt.Sprintf("revision %d (previous %d): %s", cur.Revision, cur.PreviousRevision, cur.Phase)
+	if cur.Message != "" {
+		msg += ": " + cur.Message
+	}
+	return kind, "Rollout" + string(cur.Phase), msg, true
 }
 
 // transitionEvent says whether a condition's change is worth an event,
