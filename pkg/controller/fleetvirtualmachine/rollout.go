@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -138,7 +139,10 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 			if rep.ObservedGeneration >= rep.Generation {
 				rc.Running = rep.Revision
 			}
-			rc.Ready = rep.Ready
+			// A VM the fleet keeps stopped is as healthy as it gets once
+			// stopped on its revision.
+			stoppable := fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted || fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyManual
+			rc.Ready = rep.Ready || (stoppable && rep.PrintableStatus == string(kubevirtv1.VirtualMachineStatusStopped))
 			rc.RestartRequired = strings.Contains(rep.Conditions, "RestartRequired=True")
 			if status.FailedStatus(rep.PrintableStatus) {
 				rc.Failure = rep.PrintableStatus

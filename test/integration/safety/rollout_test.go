@@ -39,6 +39,7 @@ import (
 //     three soaks later.
 //   - Undo (the previous template back) brings the first cluster back,
 //     then the others take the new revision number, without a restart.
+//   - Held stopped, a change rolls out too, each VM stopped on it.
 //
 // The revisions are ControllerRevisions beside the FleetVM. No copy is
 // added or removed throughout.
@@ -176,6 +177,29 @@ func TestProgressiveRollout(t *testing.T) {
 		t.Errorf("the VM was down on at most %d clusters at once, want 1", n)
 	}
 
+	// Held stopped (runStrategy Halted, which reaches every cluster at
+	// once), a change rolls out all the same: a stopped VM on its
+	// revision is as healthy as it gets.
+	cur := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := fleet.Hub.Client.Get(t.Context(), key, cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
+	if err := fleet.Hub.Client.Patch(t.Context(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFVM(t, key, "stopped everywhere", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		for _, c := range f.Status.Clusters {
+			if c.Phase != fleetv1alpha1.ClusterPhaseStopped {
+				return false
+			}
+		}
+		return len(f.Status.Clusters) == 3
+	})
+	change(build("1Gi", false))
+	progress("5", "4")
+
 	var revisions appsv1.ControllerRevisionList
 	if err := fleet.Hub.Client.List(t.Context(), &revisions, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: "web"}); err != nil {
 		t.Fatal(err)
@@ -185,8 +209,8 @@ func TestProgressiveRollout(t *testing.T) {
 		numbers = append(numbers, r.Revision)
 	}
 	slices.Sort(numbers)
-	if !slices.Equal(numbers, []int64{1, 2, 3, 4}) {
-		t.Errorf("ControllerRevisions numbered %v, want 1 to 4", numbers)
+	if !slices.Equal(numbers, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("ControllerRevisions numbered %v, want 1 to 5", numbers)
 	}
 	if c := vms.copies(vm); !slices.Equal(c, on) {
 		t.Errorf("the VM runs on %v, want %v", c, on)
