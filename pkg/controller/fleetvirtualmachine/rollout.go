@@ -23,7 +23,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;create;delete
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;create;delete
 
 // revisionHistoryLimit is how many revisions no cluster is given are kept
 // besides the latest, for an undo.
@@ -272,8 +272,11 @@ func (r *Reconciler) writeRevision(ctx context.Context, fvm *fleetv1alpha1.Fleet
 	}
 	cr := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
-			// "<FleetVM>-<hash>-<number>": unique per content and number.
-			Name:        fmt.Sprintf("%s-%s-%d", fvm.Name, hash[:8], next),
+			// "<FleetVM>-<UID>-<hash>-<number>": unique per content and
+			// number, and per FleetVM of that name: the revisions of one
+			// deleted a moment ago (or restored from a backup) may still
+			// be there until the garbage collector takes them.
+			Name:        fmt.Sprintf("%s-%.8s-%s-%d", fvm.Name, fvm.UID, hash[:8], next),
 			Namespace:   fvm.Namespace,
 			Labels:      delivery.OwnerLabels(fvm),
 			Annotations: map[string]string{annotationRevisionHash: hash},
@@ -284,8 +287,19 @@ func (r *Reconciler) writeRevision(ctx context.Context, fvm *fleetv1alpha1.Fleet
 	if err := controllerutil.SetControllerReference(fvm, cr, r.Client.Scheme()); err != nil {
 		return 0, err
 	}
-	if _, err := write.CreateOnly(ctx, r.Client, cr); err != nil {
+	created, err := write.CreateOnly(ctx, r.Client, cr)
+	if err != nil {
 		return 0, fmt.Errorf("write revision %s: %w", cr.Name, err)
+	}
+	if !created {
+		// Written before (a refused status write), or someone else's.
+		got := &appsv1.ControllerRevision{}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(cr), got); err != nil {
+			return 0, fmt.Errorf("read revision %s: %w", cr.Name, err)
+		}
+		if !metav1.IsControlledBy(got, fvm) || got.Revision != next {
+			return 0, fmt.Errorf("ControllerRevision %s/%s exists and is not this FleetVirtualMachine's revision %d", cr.Namespace, cr.Name, next)
+		}
 	}
 	return next, r.pruneRevisions(ctx, fvm, history)
 }

@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -83,9 +84,10 @@ func TestProgressiveRollout(t *testing.T) {
 		return true
 	})
 	clock.Step(soak + time.Second)
-	got := waitFVM(t, key, "revision 1 succeeded", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		return f.Status.Rollout != nil && f.Status.Rollout.Phase == "Succeeded"
-	})
+	// The hub decides at the new time when it reconciles: its alarm may
+	// be set only after the step (a fake clock fires no past timer).
+	settle(t, key)
+	got := succeededAfterSoak(t, key, "1", soak)
 	on := names(got)
 	waitRevisions(t, vm, on, map[string]string{on[0]: "1", on[1]: "1", on[2]: "1"})
 	mostDown := vms.watchDown(vm)
@@ -111,6 +113,9 @@ func TestProgressiveRollout(t *testing.T) {
 			for j, c := range on {
 				want[c] = map[bool]string{true: revision, false: before}[j <= i]
 			}
+			if i > 0 {
+				givenAfterSoak(t, key, on[i], revision, soak)
+			}
 			waitRevisions(t, vm, on, want)
 			waitFVM(t, key, fmt.Sprintf("%s soaking revision %s", on[i], revision), func(f *fleetv1alpha1.FleetVirtualMachine) bool {
 				r := rolloutOf(f, on[i])
@@ -122,10 +127,11 @@ func TestProgressiveRollout(t *testing.T) {
 				t.Fatalf("before %s's soak ended: revisions %v, want %v", on[i], got, want)
 			}
 			clock.Step(soak + time.Second)
+			// The hub decides at the new time when it reconciles: its alarm may
+			// be set only after the step (a fake clock fires no past timer).
+			settle(t, key)
 		}
-		waitFVM(t, key, "revision "+revision+" succeeded", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-			return f.Status.Rollout != nil && fmt.Sprint(f.Status.Rollout.Revision) == revision && f.Status.Rollout.Phase == "Succeeded"
-		})
+		succeededAfterSoak(t, key, revision, soak)
 	}
 
 	change(build("2Gi", false))
@@ -204,9 +210,16 @@ func TestProgressiveRollout(t *testing.T) {
 	if err := fleet.Hub.Client.List(t.Context(), &revisions, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelFleetVMName: "web"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := fleet.Hub.Client.Get(t.Context(), key, cur); err != nil {
+		t.Fatal(err)
+	}
 	var numbers []int64
 	for _, r := range revisions.Items {
-		numbers = append(numbers, r.Revision)
+		// The test environment runs no garbage collector: an earlier
+		// run's FleetVM of this name left its revisions.
+		if metav1.IsControlledBy(&r, cur) {
+			numbers = append(numbers, r.Revision)
+		}
 	}
 	slices.Sort(numbers)
 	if !slices.Equal(numbers, []int64{1, 2, 3, 4, 5}) {
@@ -256,6 +269,55 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
+// givenAfterSoak waits until the hub gave cluster the revision, the
+// soak of the cluster before it having passed on the hub's clock. When
+// that cluster's VM was seen not ready again during its soak (a late
+// report), its soak starts over: the clock is stepped past another one,
+// at most twice, and only while cluster has not been given the revision,
+// so no cluster's soak is ever cut short.
+func givenAfterSoak(t *testing.T, key client.ObjectKey, cluster, revision string, soak time.Duration) {
+	t.Helper()
+	afterSoak(t, key, soak, cluster+" given revision "+revision, func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		r := rolloutOf(f, cluster)
+		return r == nil || fmt.Sprint(r.Revision) == revision
+	})
+}
+
+// succeededAfterSoak waits, as givenAfterSoak, until the rollout of
+// revision succeeded, and returns the FleetVM.
+func succeededAfterSoak(t *testing.T, key client.ObjectKey, revision string, soak time.Duration) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	return afterSoak(t, key, soak, "revision "+revision+" succeeded", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		return f.Status.Rollout != nil && fmt.Sprint(f.Status.Rollout.Revision) == revision && f.Status.Rollout.Phase == "Succeeded"
+	})
+}
+
+// afterSoak waits until cond holds, a soak having passed on the hub's
+// clock; if it does not within 20 s, a soak started over (a VM seen not
+// ready again, or its cluster's report not fresh, during it): the clock
+// is stepped past another, at most twice.
+func afterSoak(t *testing.T, key client.ObjectKey, soak time.Duration, what string, cond func(*fleetv1alpha1.FleetVirtualMachine) bool) *fleetv1alpha1.FleetVirtualMachine {
+	t.Helper()
+	f := &fleetv1alpha1.FleetVirtualMachine{}
+	for attempt := 0; ; attempt++ {
+		err := fleetenv.Eventually(t.Context(), 20*time.Second, func() (bool, error) {
+			if err := fleet.Hub.Client.Get(t.Context(), key, f); err != nil {
+				return false, err
+			}
+			return cond(f), nil
+		})
+		if err == nil {
+			return f
+		}
+		if attempt == 2 {
+			t.Fatalf("not %s after three soaks: %v; rollout %+v", what, err, f.Status.Rollout)
+		}
+		t.Logf("not %s yet: a soak started over; passing another", what)
+		clock.Step(soak + time.Second)
+		settle(t, key)
+	}
+}
+
 // rolloutOf is a cluster's part of the rollout, as the status records it.
 func rolloutOf(f *fleetv1alpha1.FleetVirtualMachine, cluster string) *fleetv1alpha1.ClusterRollout {
 	for _, c := range f.Status.Clusters {
@@ -293,7 +355,13 @@ func waitRevisions(t *testing.T, vm types.NamespacedName, clusters []string, wan
 		got = spokeRevisions(t, vm, clusters)
 		return maps.Equal(got, want), nil
 	}); err != nil {
-		t.Fatalf("spokes' revisions %v, want %v: %v", got, want, err)
+		f := &fleetv1alpha1.FleetVirtualMachine{}
+		_ = fleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: vm.Namespace, Name: "web"}, f)
+		var parts []string
+		for _, c := range f.Status.Clusters {
+			parts = append(parts, fmt.Sprintf("%s %s ready=%v rollout=%+v", c.Cluster, c.Phase, c.Ready, c.Rollout))
+		}
+		t.Fatalf("spokes' revisions %v, want %v: %v\nrollout %+v\nclusters %v", got, want, err, f.Status.Rollout, parts)
 	}
 }
 
