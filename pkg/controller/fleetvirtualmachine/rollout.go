@@ -86,10 +86,9 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		if prev != nil {
 			previous = prev.Revision
 		}
+		// history, as listed before the write, holds every older revision
+		// a cluster may still be given (pruning spares those).
 		if latest.Number, err = r.writeRevision(ctx, fvm, latest, hash, history, previous); err != nil {
-			return nil, err
-		}
-		if history, err = r.revisionHistory(ctx, fvm); err != nil {
 			return nil, err
 		}
 	}
