@@ -7,8 +7,15 @@
 //   - per namespace: 5 conditions x 3 statuses;
 //   - per FleetVirtualMachine: two (desired, ready) plus one per cluster
 //     phase its clusters are in (one, when all run);
-//   - per FleetDiskImage: one series per image phase (5) plus one per
-//     cluster the image is on.
+//   - per FleetDiskImage: one series per image phase (5), its retention,
+//     plus one per cluster the image is on and one more per cluster where
+//     it sits unused;
+//   - per managed cluster: one per phase its FleetVM copies are in, the
+//     agent's last heartbeat, and two more while it drains;
+//   - per namespace: one per reason that keeps clusters off its
+//     FleetVirtualMachines;
+//   - per FleetVirtualMachineMove: its phase, and its deadline until it
+//     ends (ended moves are removed after their TTL).
 //
 // Reconcile counts, errors and latency come from controller-runtime itself
 // (controller_runtime_reconcile_total{controller,result} and the rest).
@@ -21,27 +28,38 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
+	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 )
 
 // The collector reads what the hub caches.
 // The secured metrics endpoint authenticates tokens and authorizes users:
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines;fleetdiskimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleetvm.io,resources=fleetvirtualmachines;fleetdiskimages;fleetvirtualmachinemoves;imageinventories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters,verbs=get;list;watch
 
 // DefaultTimeout bounds the cache reads of one scrape, well within
 // Prometheus' default 10s scrape timeout.
 const DefaultTimeout = 5 * time.Second
 
 const (
-	kindFVM = "FleetVirtualMachine"
-	kindFDI = "FleetDiskImage"
+	kindFVM       = "FleetVirtualMachine"
+	kindFDI       = "FleetDiskImage"
+	kindMove      = "FleetVirtualMachineMove"
+	kindInventory = "ImageInventory"
+	kindCluster   = "ManagedCluster"
 )
+
+// kinds are the kinds read per scrape, each counted apart when it fails.
+var kinds = []string{kindFVM, kindFDI, kindMove, kindInventory, kindCluster}
 
 // conditionTypes are the FleetVirtualMachine conditions counted.
 var conditionTypes = []string{
@@ -101,6 +119,33 @@ var (
 	imageClustersDesc = prometheus.NewDesc("fleetvm_diskimage_clusters",
 		"Clusters a FleetDiskImage is on, by the image's phase there.",
 		[]string{"namespace", "image", "phase"}, nil)
+	imageUnusedDesc = prometheus.NewDesc("fleetvm_diskimage_unused_since_timestamp_seconds",
+		"When a FleetDiskImage was first seen unused on a cluster after its last use (status.clusters[].lastReferencedTime); only while it is unused there.",
+		[]string{"namespace", "image", "cluster"}, nil)
+	imageRetentionDesc = prometheus.NewDesc("fleetvm_diskimage_retention_seconds",
+		"How long a FleetDiskImage may sit unused on a cluster before it is pruned there (spec.retention).",
+		[]string{"namespace", "image"}, nil)
+	clusterCopiesDesc = prometheus.NewDesc("fleetvm_cluster_copies",
+		"FleetVirtualMachine copies on a managed cluster by environment and phase (every FleetVirtualMachine's status.clusters); only phases with a copy have a series.",
+		[]string{"cluster", "environment", "phase"}, nil)
+	exclusionsDesc = prometheus.NewDesc("fleetvm_placement_exclusions",
+		"Clusters kept off a namespace's FleetVirtualMachines, summed over them, by the first reason (status.placement.excluded).",
+		[]string{"namespace", "reason"}, nil)
+	movePhaseDesc = prometheus.NewDesc("fleetvm_move_phase",
+		"1 for each FleetVirtualMachineMove, labelled with its current phase and method.",
+		[]string{"namespace", "name", "fleetvirtualmachine", "method", "phase"}, nil)
+	moveDeadlineDesc = prometheus.NewDesc("fleetvm_move_deadline_timestamp_seconds",
+		"When a FleetVirtualMachineMove that has not ended passes its timeout: from its start, or from when it began waiting while Pending.",
+		[]string{"namespace", "name"}, nil)
+	drainCopiesDesc = prometheus.NewDesc("fleetvm_drain_copies",
+		"FleetVirtualMachine copies still on a cluster that carries the drain taint (fleetvm.io/drain).",
+		[]string{"cluster"}, nil)
+	drainProgressDesc = prometheus.NewDesc("fleetvm_drain_last_progress_timestamp_seconds",
+		"When a draining cluster's drain last moved on: the drain taint's timeAdded, or the latest start or end of a move its drain made, whichever is later.",
+		[]string{"cluster"}, nil)
+	agentInventoryDesc = prometheus.NewDesc("fleetvm_agent_inventory_timestamp_seconds",
+		"When a managed cluster's fleetvm agent last confirmed its image inventory (ImageInventory spec.observedTime): the agent's heartbeat, refreshed every few minutes even when nothing changed.",
+		[]string{"cluster"}, nil)
 )
 
 // Collector is a prometheus.Collector over the FleetVM objects a
@@ -125,9 +170,11 @@ func NewCollector(reader client.Reader, log logr.Logger) *Collector {
 			Help: "Scrapes in which reading a kind from the hub's cache failed; that kind's fleetvm_ series were left out.",
 		}, []string{"kind"}),
 	}
-	// Both series exist from the start, so increase() sees the first error.
-	c.listErrors.WithLabelValues(kindFVM)
-	c.listErrors.WithLabelValues(kindFDI)
+	// Every kind's series exists from the start, so increase() sees the
+	// first error.
+	for _, k := range kinds {
+		c.listErrors.WithLabelValues(k)
+	}
 	return c
 }
 
@@ -140,7 +187,10 @@ func Register(reader client.Reader) error {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fleetVMsDesc, clustersDesc, desiredDesc, readyDesc, imageRefsDesc, imageClustersDesc} {
+	for _, d := range []*prometheus.Desc{
+		fleetVMsDesc, clustersDesc, desiredDesc, readyDesc, imageRefsDesc, imageClustersDesc, imageUnusedDesc, imageRetentionDesc,
+		clusterCopiesDesc, exclusionsDesc, movePhaseDesc, moveDeadlineDesc, drainCopiesDesc, drainProgressDesc, agentInventoryDesc,
+	} {
 		ch <- d
 	}
 	c.listErrors.Describe(ch)
@@ -155,33 +205,65 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 
 	fvms := &fleetv1alpha1.FleetVirtualMachineList{}
-	if err := c.reader.List(ctx, fvms, client.UnsafeDisableDeepCopy); err != nil {
-		c.failed(kindFVM, err)
-	} else {
+	fvmsRead := c.read(ctx, kindFVM, fvms)
+	if fvmsRead {
 		collectFleetVMs(ch, fvms.Items)
 	}
-
 	fdis := &fleetv1alpha1.FleetDiskImageList{}
-	if err := c.reader.List(ctx, fdis, client.UnsafeDisableDeepCopy); err != nil {
-		c.failed(kindFDI, err)
-	} else {
+	if c.read(ctx, kindFDI, fdis) {
 		collectImages(ch, fdis.Items)
+	}
+	moves := &fleetv1alpha1.FleetVirtualMachineMoveList{}
+	movesRead := c.read(ctx, kindMove, moves)
+	if movesRead {
+		collectMoves(ch, moves.Items)
+	}
+	inventories := &fleetv1alpha1.ImageInventoryList{}
+	if c.read(ctx, kindInventory, inventories) {
+		collectInventories(ch, inventories.Items)
+	}
+	// A drain's series need its cluster, the copies and the moves: left
+	// out when any of them cannot be read, never computed from a part.
+	clusters := &clusterv1.ManagedClusterList{}
+	if c.read(ctx, kindCluster, clusters) && fvmsRead && movesRead {
+		collectDrains(ch, clusters.Items, fvms.Items, moves.Items)
 	}
 	c.listErrors.Collect(ch)
 }
 
-func (c *Collector) failed(kind string, err error) {
-	c.listErrors.WithLabelValues(kind).Inc()
-	c.log.Error(err, "cannot read from the cache; its series are left out of this scrape", "kind", kind)
+// read lists a kind from the cache without copies (the collector only
+// reads), and counts a failure.
+func (c *Collector) read(ctx context.Context, kind string, list client.ObjectList) bool {
+	if err := c.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		c.listErrors.WithLabelValues(kind).Inc()
+		c.log.Error(err, "cannot read from the cache; its series are left out of this scrape", "kind", kind)
+		return false
+	}
+	return true
 }
 
 func collectFleetVMs(ch chan<- prometheus.Metric, items []fleetv1alpha1.FleetVirtualMachine) {
 	type key struct{ namespace, condition, status string }
+	type copyKey struct {
+		cluster, environment string
+		phase                fleetv1alpha1.ClusterPhase
+	}
+	type exclusionKey struct{ namespace, reason string }
 	counts := map[key]int{}
 	namespaces := map[string]bool{}
+	copies := map[copyKey]int{}
+	exclusions := map[exclusionKey]int{}
 	for i := range items {
 		fvm := &items[i]
 		namespaces[fvm.Namespace] = true
+		for _, cs := range fvm.Status.Clusters {
+			copies[copyKey{cs.Cluster, cs.Environment, knownPhase(cs.Phase)}]++
+		}
+		if p := fvm.Status.Placement; p != nil {
+			for _, e := range p.Excluded {
+				exclusions[exclusionKey{fvm.Namespace, e.Reason}] += int(e.Count)
+			}
+		}
 		for _, t := range conditionTypes {
 			counts[key{fvm.Namespace, t, string(conditionStatus(fvm.Status.Conditions, t))}]++
 		}
@@ -205,6 +287,12 @@ func collectFleetVMs(ch chan<- prometheus.Metric, items []fleetv1alpha1.FleetVir
 			}
 		}
 	}
+	for k, n := range copies {
+		ch <- prometheus.MustNewConstMetric(clusterCopiesDesc, prometheus.GaugeValue, float64(n), k.cluster, k.environment, string(k.phase))
+	}
+	for k, n := range exclusions {
+		ch <- prometheus.MustNewConstMetric(exclusionsDesc, prometheus.GaugeValue, float64(n), k.namespace, k.reason)
+	}
 }
 
 func collectImages(ch chan<- prometheus.Metric, items []fleetv1alpha1.FleetDiskImage) {
@@ -219,12 +307,97 @@ func collectImages(ch chan<- prometheus.Metric, items []fleetv1alpha1.FleetDiskI
 			}
 			seen[cs.Cluster] = true
 			ch <- prometheus.MustNewConstMetric(imageRefsDesc, prometheus.GaugeValue, float64(cs.References), img.Namespace, img.Name, cs.Cluster)
+			if cs.References == 0 && cs.LastReferencedTime != nil {
+				ch <- prometheus.MustNewConstMetric(imageUnusedDesc, prometheus.GaugeValue, seconds(cs.LastReferencedTime.Time), img.Namespace, img.Name, cs.Cluster)
+			}
 		}
 		for _, p := range imagePhases {
 			ch <- prometheus.MustNewConstMetric(imageClustersDesc, prometheus.GaugeValue, float64(phases[p]), img.Namespace, img.Name, string(p))
 		}
+		retention := fleetdiskimage.DefaultRetention
+		if img.Spec.Retention != nil {
+			retention = img.Spec.Retention.Duration
+		}
+		ch <- prometheus.MustNewConstMetric(imageRetentionDesc, prometheus.GaugeValue, retention.Seconds(), img.Namespace, img.Name)
 	}
 }
+
+func collectMoves(ch chan<- prometheus.Metric, items []fleetv1alpha1.FleetVirtualMachineMove) {
+	for i := range items {
+		m := &items[i]
+		phase := m.Status.Phase
+		if phase == "" {
+			phase = fleetv1alpha1.MovePending
+		}
+		method := m.Status.Method
+		if method == "" {
+			method = m.Spec.Method
+		}
+		ch <- prometheus.MustNewConstMetric(movePhaseDesc, prometheus.GaugeValue, 1, m.Namespace, m.Name, m.Spec.FleetVirtualMachine, string(method), string(phase))
+		if d, ok := move.Deadline(m); ok {
+			ch <- prometheus.MustNewConstMetric(moveDeadlineDesc, prometheus.GaugeValue, seconds(d), m.Namespace, m.Name)
+		}
+	}
+}
+
+func collectInventories(ch chan<- prometheus.Metric, items []fleetv1alpha1.ImageInventory) {
+	for i := range items {
+		inv := &items[i]
+		if inv.Name != fleetv1alpha1.ImageInventoryName || inv.Spec.ObservedTime == nil {
+			continue
+		}
+		// The agent writes it into its cluster's namespace.
+		ch <- prometheus.MustNewConstMetric(agentInventoryDesc, prometheus.GaugeValue, seconds(inv.Spec.ObservedTime.Time), inv.Namespace)
+	}
+}
+
+// collectDrains gives each cluster that carries the drain taint its
+// copies left and when its drain last moved on.
+func collectDrains(ch chan<- prometheus.Metric, clusters []clusterv1.ManagedCluster, fvms []fleetv1alpha1.FleetVirtualMachine, moves []fleetv1alpha1.FleetVirtualMachineMove) {
+	draining := map[string]*clusterv1.ManagedCluster{}
+	progress := map[string]time.Time{}
+	for i := range clusters {
+		mc := &clusters[i]
+		for _, t := range mc.Spec.Taints {
+			if t.Key == fleetv1alpha1.DrainTaintKey {
+				draining[mc.Name] = mc
+				progress[mc.Name] = t.TimeAdded.Time
+			}
+		}
+	}
+	if len(draining) == 0 {
+		return
+	}
+	copies := map[string]int{}
+	for i := range fvms {
+		for _, cs := range fvms[i].Status.Clusters {
+			if draining[cs.Cluster] != nil {
+				copies[cs.Cluster]++
+			}
+		}
+	}
+	for i := range moves {
+		m := &moves[i]
+		mc := draining[m.Labels[fleetv1alpha1.LabelDrain]]
+		if mc == nil || !drain.Made(m, mc) {
+			continue
+		}
+		for _, t := range []*metav1.Time{m.Status.StartTime, m.Status.CompletionTime} {
+			if t != nil && t.After(progress[mc.Name]) {
+				progress[mc.Name] = t.Time
+			}
+		}
+	}
+	for name := range draining {
+		ch <- prometheus.MustNewConstMetric(drainCopiesDesc, prometheus.GaugeValue, float64(copies[name]), name)
+		if !progress[name].IsZero() {
+			ch <- prometheus.MustNewConstMetric(drainProgressDesc, prometheus.GaugeValue, seconds(progress[name]), name)
+		}
+	}
+}
+
+// seconds is t as a Prometheus timestamp value: Unix seconds.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // conditionStatus is the condition's status; Unknown when it is missing
 // or holds something else.

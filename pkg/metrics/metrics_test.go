@@ -7,24 +7,30 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 )
 
 func scheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := fleetv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterv1.Install(s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -167,6 +173,9 @@ func errorsWant(fvm, fdi int) string {
 # TYPE fleetvm_metrics_list_errors_total counter
 fleetvm_metrics_list_errors_total{kind="FleetDiskImage"} FDI
 fleetvm_metrics_list_errors_total{kind="FleetVirtualMachine"} FVM
+fleetvm_metrics_list_errors_total{kind="FleetVirtualMachineMove"} 0
+fleetvm_metrics_list_errors_total{kind="ImageInventory"} 0
+fleetvm_metrics_list_errors_total{kind="ManagedCluster"} 0
 `)
 }
 
@@ -274,5 +283,159 @@ fleetvm_fleetvirtualmachine_clusters_ready{name="web",namespace="vms"} 1
 	var already prometheus.AlreadyRegisteredError
 	if err := Register(cl); !errors.As(err, &already) {
 		t.Errorf("second Register: %v, want AlreadyRegisteredError", err)
+	}
+}
+
+// operations is a fleet in motion: a cluster draining, moves, agents'
+// heartbeats and an image left unused.
+func operations() []client.Object {
+	at := func(s string) *metav1.Time {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			panic(err)
+		}
+		return &metav1.Time{Time: t}
+	}
+	draining := &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-a", UID: "uid-a"},
+		Spec: clusterv1.ManagedClusterSpec{Taints: []clusterv1.Taint{{
+			Key: fleetv1alpha1.DrainTaintKey, Effect: clusterv1.TaintEffectNoSelectIfNew, TimeAdded: *at("2026-11-27T10:00:00Z"),
+		}}},
+	}
+	drainMove := func(name string, phase fleetv1alpha1.MovePhase, start, end *metav1.Time, uid string) *fleetv1alpha1.FleetVirtualMachineMove {
+		return &fleetv1alpha1.FleetVirtualMachineMove{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: name,
+				Labels:      map[string]string{fleetv1alpha1.LabelDrain: "prod-a"},
+				Annotations: map[string]string{drain.AnnotationCluster: uid}},
+			Spec:   fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: name, From: "prod-a", Method: fleetv1alpha1.MoveMethod("Auto")},
+			Status: fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: phase, Method: "Cold", StartTime: start, CompletionTime: end},
+		}
+	}
+	return []client.Object{
+		draining,
+		&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod-b", UID: "uid-b"}},
+		&fleetv1alpha1.FleetVirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web"},
+			Status: fleetv1alpha1.FleetVirtualMachineStatus{
+				Clusters: []fleetv1alpha1.ClusterStatus{
+					{Cluster: "prod-a", Environment: "prod", Phase: fleetv1alpha1.ClusterPhaseRunning},
+					{Cluster: "prod-b", Environment: "prod", Phase: fleetv1alpha1.ClusterPhaseStarting},
+				},
+				Placement: &fleetv1alpha1.PlacementStatus{Excluded: []fleetv1alpha1.ExclusionCount{
+					{Reason: "Environment", Count: 3}, {Reason: "NoRoom", Count: 1},
+				}},
+			},
+		},
+		&fleetv1alpha1.FleetVirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "db"},
+			Status: fleetv1alpha1.FleetVirtualMachineStatus{
+				Clusters:  []fleetv1alpha1.ClusterStatus{{Cluster: "prod-a", Environment: "prod", Phase: fleetv1alpha1.ClusterPhaseRunning}},
+				Placement: &fleetv1alpha1.PlacementStatus{Excluded: []fleetv1alpha1.ExclusionCount{{Reason: "Environment", Count: 3}}},
+			},
+		},
+		// The drain's: one ended at 10:20, one started at 10:30 (its
+		// progress: 1795775400).
+		drainMove("web", fleetv1alpha1.MoveCopying, at("2026-11-27T10:30:00Z"), nil, "uid-a"),
+		drainMove("old", fleetv1alpha1.MoveSucceeded, at("2026-11-27T10:05:00Z"), at("2026-11-27T10:20:00Z"), "uid-a"),
+		// A team's move that only carries the drain's label: not the drain's.
+		drainMove("forged", fleetv1alpha1.MoveSucceeded, at("2026-11-27T10:40:00Z"), at("2026-11-27T11:00:00Z"), ""),
+		// Waiting to start since 10:00, with a 30m timeout.
+		&fleetv1alpha1.FleetVirtualMachineMove{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "batch-to-b"},
+			Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "batch", From: "dev-a", To: "dev-b",
+				Method: "Live", Timeout: &metav1.Duration{Duration: 30 * time.Minute}},
+			Status: fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MovePending, PendingTime: at("2026-11-27T10:00:00Z")},
+		},
+		// Not seen by the hub yet: Pending, no deadline.
+		&fleetv1alpha1.FleetVirtualMachineMove{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "new"},
+			Spec:       fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "batch", From: "dev-a", Method: "Auto"},
+		},
+		&fleetv1alpha1.ImageInventory{ObjectMeta: metav1.ObjectMeta{Namespace: "prod-a", Name: fleetv1alpha1.ImageInventoryName},
+			Spec: fleetv1alpha1.ImageInventorySpec{ObservedTime: at("2026-11-27T11:00:00Z")}},
+		// Not an inventory the agent writes.
+		&fleetv1alpha1.ImageInventory{ObjectMeta: metav1.ObjectMeta{Namespace: "prod-b", Name: "other"},
+			Spec: fleetv1alpha1.ImageInventorySpec{ObservedTime: at("2026-11-27T11:00:00Z")}},
+		&fleetv1alpha1.FleetDiskImage{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "rhel9"},
+			Spec:       fleetv1alpha1.FleetDiskImageSpec{Retention: &metav1.Duration{Duration: time.Hour}},
+			Status: fleetv1alpha1.FleetDiskImageStatus{Clusters: []fleetv1alpha1.ImageClusterStatus{
+				{Cluster: "prod-a", Phase: fleetv1alpha1.ImagePhaseReady, References: 2},
+				{Cluster: "prod-b", Phase: fleetv1alpha1.ImagePhaseReady, LastReferencedTime: at("2026-11-27T09:00:00Z")},
+			}},
+		},
+	}
+}
+
+const operationsWant = `
+# HELP fleetvm_cluster_copies FleetVirtualMachine copies on a managed cluster by environment and phase (every FleetVirtualMachine's status.clusters); only phases with a copy have a series.
+# TYPE fleetvm_cluster_copies gauge
+fleetvm_cluster_copies{cluster="prod-a",environment="prod",phase="Running"} 2
+fleetvm_cluster_copies{cluster="prod-b",environment="prod",phase="Starting"} 1
+# HELP fleetvm_placement_exclusions Clusters kept off a namespace's FleetVirtualMachines, summed over them, by the first reason (status.placement.excluded).
+# TYPE fleetvm_placement_exclusions gauge
+fleetvm_placement_exclusions{namespace="vms",reason="Environment"} 6
+fleetvm_placement_exclusions{namespace="vms",reason="NoRoom"} 1
+# HELP fleetvm_move_phase 1 for each FleetVirtualMachineMove, labelled with its current phase and method.
+# TYPE fleetvm_move_phase gauge
+fleetvm_move_phase{fleetvirtualmachine="batch",method="Auto",name="new",namespace="apps",phase="Pending"} 1
+fleetvm_move_phase{fleetvirtualmachine="batch",method="Live",name="batch-to-b",namespace="apps",phase="Pending"} 1
+fleetvm_move_phase{fleetvirtualmachine="forged",method="Cold",name="forged",namespace="vms",phase="Succeeded"} 1
+fleetvm_move_phase{fleetvirtualmachine="old",method="Cold",name="old",namespace="vms",phase="Succeeded"} 1
+fleetvm_move_phase{fleetvirtualmachine="web",method="Cold",name="web",namespace="vms",phase="Copying"} 1
+# HELP fleetvm_move_deadline_timestamp_seconds When a FleetVirtualMachineMove that has not ended passes its timeout: from its start, or from when it began waiting while Pending.
+# TYPE fleetvm_move_deadline_timestamp_seconds gauge
+fleetvm_move_deadline_timestamp_seconds{name="batch-to-b",namespace="apps"} 1.7957754e+09
+fleetvm_move_deadline_timestamp_seconds{name="web",namespace="vms"} 1.7957763e+09
+# HELP fleetvm_drain_copies FleetVirtualMachine copies still on a cluster that carries the drain taint (fleetvm.io/drain).
+# TYPE fleetvm_drain_copies gauge
+fleetvm_drain_copies{cluster="prod-a"} 2
+# HELP fleetvm_drain_last_progress_timestamp_seconds When a draining cluster's drain last moved on: the drain taint's timeAdded, or the latest start or end of a move its drain made, whichever is later.
+# TYPE fleetvm_drain_last_progress_timestamp_seconds gauge
+fleetvm_drain_last_progress_timestamp_seconds{cluster="prod-a"} 1.7957754e+09
+# HELP fleetvm_agent_inventory_timestamp_seconds When a managed cluster's fleetvm agent last confirmed its image inventory (ImageInventory spec.observedTime): the agent's heartbeat, refreshed every few minutes even when nothing changed.
+# TYPE fleetvm_agent_inventory_timestamp_seconds gauge
+fleetvm_agent_inventory_timestamp_seconds{cluster="prod-a"} 1.7957772e+09
+# HELP fleetvm_diskimage_unused_since_timestamp_seconds When a FleetDiskImage was first seen unused on a cluster after its last use (status.clusters[].lastReferencedTime); only while it is unused there.
+# TYPE fleetvm_diskimage_unused_since_timestamp_seconds gauge
+fleetvm_diskimage_unused_since_timestamp_seconds{cluster="prod-b",image="rhel9",namespace="vms"} 1.79577e+09
+# HELP fleetvm_diskimage_retention_seconds How long a FleetDiskImage may sit unused on a cluster before it is pruned there (spec.retention).
+# TYPE fleetvm_diskimage_retention_seconds gauge
+fleetvm_diskimage_retention_seconds{image="rhel9",namespace="vms"} 3600
+`
+
+// TestOperations: the series alerts on moves, drains, agents and images
+// read. The drain counts its own moves only, a move's deadline runs from
+// its start (or its wait), and an image has an unused-since series only
+// where it is unused.
+func TestOperations(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(operations()...).Build(), logr.Discard()))
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(operationsWant),
+		"fleetvm_cluster_copies", "fleetvm_placement_exclusions", "fleetvm_move_phase", "fleetvm_move_deadline_timestamp_seconds",
+		"fleetvm_drain_copies", "fleetvm_drain_last_progress_timestamp_seconds", "fleetvm_agent_inventory_timestamp_seconds",
+		"fleetvm_diskimage_unused_since_timestamp_seconds", "fleetvm_diskimage_retention_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDrainLeftOutOnAFailedRead: a drain's series are never computed from
+// part of what they need: without the moves, neither is served.
+func TestDrainLeftOutOnAFailedRead(t *testing.T) {
+	cl := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(operations()...).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*fleetv1alpha1.FleetVirtualMachineMoveList); ok {
+				return errors.New("fleetvirtualmachinemoves is forbidden")
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(cl, logr.Discard()))
+	if n, err := testutil.GatherAndCount(reg, "fleetvm_drain_copies", "fleetvm_drain_last_progress_timestamp_seconds", "fleetvm_move_phase"); err != nil || n != 0 {
+		t.Errorf("drain and move series after a failed read of the moves: %d (err %v), want none", n, err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fleetvm_cluster_copies"); err != nil || n != 2 {
+		t.Errorf("copies after a failed read of the moves: %d (err %v), want 2", n, err)
 	}
 }

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -105,6 +108,34 @@ func TestFleetMetricsFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// prod-a drains: the drain taint, and a move its drain made.
+	taintAdded := metav1.NewTime(now.Add(-time.Hour).Truncate(time.Second))
+	mc := &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-a"},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true, Taints: []clusterv1.Taint{{
+			Key: fleetv1alpha1.DrainTaintKey, Effect: clusterv1.TaintEffectNoSelectIfNew, TimeAdded: taintAdded,
+		}}},
+	}
+	if err := c.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	mv := &fleetv1alpha1.FleetVirtualMachineMove{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "web-off-prod-a",
+			Labels:      map[string]string{fleetv1alpha1.LabelDrain: "prod-a"},
+			Annotations: map[string]string{drain.AnnotationCluster: string(mc.UID)}},
+		Spec: fleetv1alpha1.FleetVirtualMachineMoveSpec{FleetVirtualMachine: "web", From: "prod-a"},
+	}
+	if err := c.Create(ctx, mv); err != nil {
+		t.Fatal(err)
+	}
+	started := metav1.NewTime(now.Add(-10 * time.Minute).Truncate(time.Second))
+	mv.Status = fleetv1alpha1.FleetVirtualMachineMoveStatus{Phase: fleetv1alpha1.MoveCopying, Method: fleetv1alpha1.MoveMethod("Cold"), To: "prod-b", StartTime: &started}
+	if err := c.Status().Update(ctx, mv); err != nil {
+		t.Fatal(err)
+	}
+	// The move's default timeout (15m) runs from its start.
+	deadline := float64(started.Add(15 * time.Minute).Unix())
+
 	want := `
 # HELP fleetvm_diskimage_references VMs on a cluster, fleet-managed or not, that use a FleetDiskImage (status.clusters[].references).
 # TYPE fleetvm_diskimage_references gauge
@@ -116,8 +147,24 @@ fleetvm_fleetvirtualmachine_clusters_ready{name="web",namespace="vms"} 1
 # TYPE fleetvm_metrics_list_errors_total counter
 fleetvm_metrics_list_errors_total{kind="FleetDiskImage"} 0
 fleetvm_metrics_list_errors_total{kind="FleetVirtualMachine"} 0
+fleetvm_metrics_list_errors_total{kind="FleetVirtualMachineMove"} 0
+fleetvm_metrics_list_errors_total{kind="ImageInventory"} 0
+fleetvm_metrics_list_errors_total{kind="ManagedCluster"} 0
+# HELP fleetvm_drain_copies FleetVirtualMachine copies still on a cluster that carries the drain taint (fleetvm.io/drain).
+# TYPE fleetvm_drain_copies gauge
+fleetvm_drain_copies{cluster="prod-a"} 1
+# HELP fleetvm_drain_last_progress_timestamp_seconds When a draining cluster's drain last moved on: the drain taint's timeAdded, or the latest start or end of a move its drain made, whichever is later.
+# TYPE fleetvm_drain_last_progress_timestamp_seconds gauge
+fleetvm_drain_last_progress_timestamp_seconds{cluster="prod-a"} ` + fmt.Sprint(float64(started.Unix())) + `
+# HELP fleetvm_move_phase 1 for each FleetVirtualMachineMove, labelled with its current phase and method.
+# TYPE fleetvm_move_phase gauge
+fleetvm_move_phase{fleetvirtualmachine="web",method="Cold",name="web-off-prod-a",namespace="vms",phase="Copying"} 1
+# HELP fleetvm_move_deadline_timestamp_seconds When a FleetVirtualMachineMove that has not ended passes its timeout: from its start, or from when it began waiting while Pending.
+# TYPE fleetvm_move_deadline_timestamp_seconds gauge
+fleetvm_move_deadline_timestamp_seconds{name="web-off-prod-a",namespace="vms"} ` + fmt.Sprint(deadline) + `
 `
-	names := []string{"fleetvm_diskimage_references", "fleetvm_fleetvirtualmachine_clusters_ready", "fleetvm_metrics_list_errors_total"}
+	names := []string{"fleetvm_diskimage_references", "fleetvm_fleetvirtualmachine_clusters_ready", "fleetvm_metrics_list_errors_total",
+		"fleetvm_drain_copies", "fleetvm_drain_last_progress_timestamp_seconds", "fleetvm_move_phase", "fleetvm_move_deadline_timestamp_seconds"}
 	var last error
 	// The cache follows the API server asynchronously: scrape until it has.
 	err := fleetenv.Eventually(ctx, wait, func() (bool, error) {

@@ -35,6 +35,27 @@ import (
 // DefaultTimeout is spec.timeout's default.
 const DefaultTimeout = 15 * time.Minute
 
+// Deadline is when the move's timeout passes, as the rule reads it: from
+// status.startTime once it started, from status.pendingTime while it
+// waits to start. A move that has ended, or that the hub has not seen
+// yet, has none (false).
+func Deadline(m *fleetv1alpha1.FleetVirtualMachineMove) (time.Time, bool) {
+	if m.Status.Phase.Terminal() {
+		return time.Time{}, false
+	}
+	timeout := DefaultTimeout
+	if m.Spec.Timeout != nil {
+		timeout = m.Spec.Timeout.Duration
+	}
+	switch {
+	case m.Status.StartTime != nil:
+		return m.Status.StartTime.Add(timeout), true
+	case m.Status.PendingTime != nil:
+		return m.Status.PendingTime.Add(timeout), true
+	}
+	return time.Time{}, false
+}
+
 // Copy is what the hub knows of the VM on one cluster.
 type Copy struct {
 	// Present: FleetVM records, delivers or the agent reports the VM there.
