@@ -1,7 +1,8 @@
 // Package kubectlfleetvm is the kubectl plugin kubectl-fleetvm: the fleet
-// status of FleetVirtualMachines, fleet-wide start, stop and restart, disk
-// image usage, moves of a VM's copy between clusters and cluster drains,
-// all read from and written to the OCM hub.
+// status of FleetVirtualMachines and the console links of their copies,
+// fleet-wide start, stop and restart, disk image usage, moves of a VM's
+// copy between clusters and cluster drains, all read from and written to
+// the OCM hub.
 package kubectlfleetvm
 
 import (
@@ -39,6 +40,9 @@ type Config struct {
 	// PollInterval is how often start, stop, restart and drain read the
 	// hub while they wait; one second when zero.
 	PollInterval time.Duration
+	// Open opens a link in the browser (console --open); xdg-open, or
+	// open on macOS, when nil.
+	Open func(url string) error
 }
 
 // options is what every subcommand works with once the flags are parsed.
@@ -50,6 +54,7 @@ type options struct {
 	out, errOut   io.Writer
 	now           func() time.Time
 	pollInterval  time.Duration
+	openURL       func(url string) error
 }
 
 // NewCommand returns the kubectl-fleetvm command with the standard kubeconfig
@@ -67,9 +72,12 @@ func NewCommand(cfg Config) *cobra.Command {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
+	if cfg.Open == nil {
+		cfg.Open = openInBrowser
+	}
 	o := &options{
 		flags: genericclioptions.NewConfigFlags(true),
-		out:   cfg.Out, errOut: cfg.ErrOut, now: cfg.Now, pollInterval: cfg.PollInterval,
+		out:   cfg.Out, errOut: cfg.ErrOut, now: cfg.Now, pollInterval: cfg.PollInterval, openURL: cfg.Open,
 	}
 
 	root := &cobra.Command{
@@ -77,7 +85,8 @@ func NewCommand(cfg Config) *cobra.Command {
 		Short: "Fleet status, power, disk images, moves and drains of FleetVirtualMachines on an OCM hub",
 		Long: `kubectl fleetvm reads FleetVirtualMachines and FleetDiskImages on the OCM hub
 (the current kubeconfig context) and shows how every copy is doing on every
-managed cluster. start, stop and restart change spec.runStrategy, which the
+managed cluster; console links to each copy on its cluster's web console.
+start, stop and restart change spec.runStrategy, which the
 hub delivers to every cluster. move asks the hub to move one copy to another
 cluster; drain and undrain put and take off the taint that has the hub move
 every copy off a cluster. rollout follows, pauses, aborts and undoes the rollout
@@ -90,7 +99,7 @@ of a change (spec.rollout).`,
 	root.SetErr(cfg.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o),
+	root.AddCommand(newStatusCommand(o), newImagesCommand(o), newExplainCommand(o), newConsoleCommand(o),
 		newMoveCommand(o), newDrainCommand(o), newUndrainCommand(o), newRolloutCommand(o))
 	for _, p := range []power{powerStart, powerStop, powerRestart} {
 		root.AddCommand(newPowerCommand(o, p))

@@ -58,6 +58,10 @@ func (o *options) statusOne(ctx context.Context, name string) error {
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: name}, fvm); err != nil {
 		return explainError(err, kindFVM, o.namespace, name)
 	}
+	// Before fillFromReports, which makes brief entries look detailed.
+	if err := o.fillConsoles(ctx, fvm, brief); err != nil {
+		_, _ = fmt.Fprintf(o.errOut, "Clusters shown in brief have no console link: %v\n", err)
+	}
 	if err := o.fillFromReports(ctx, fvm); err != nil {
 		_, _ = fmt.Fprintf(o.errOut, "Clusters shown in brief stay brief: cannot read the agents' VMReports: %v\n", err)
 	}
@@ -78,15 +82,9 @@ func (o *options) fillFromReports(ctx context.Context, fvm *fleetv1alpha1.FleetV
 	if !slices.ContainsFunc(fvm.Status.Clusters, brief) {
 		return nil
 	}
-	reports := &fleetv1alpha1.VMReportList{}
-	if err := o.client.List(ctx, reports, client.MatchingFields{"metadata.name": fvm.Namespace + "." + fvm.Name}); err != nil {
+	byCluster, err := o.reportedVMs(ctx, fvm)
+	if err != nil {
 		return err
-	}
-	byCluster := map[string]fleetv1alpha1.VMState{}
-	for _, r := range reports.Items {
-		if r.Spec.FleetVM.Namespace == fvm.Namespace && r.Spec.FleetVM.Name == fvm.Name && len(r.Spec.VMs) > 0 {
-			byCluster[r.Namespace] = r.Spec.VMs[0]
-		}
 	}
 	for i, c := range fvm.Status.Clusters {
 		if vm, ok := byCluster[c.Cluster]; ok && brief(c) && c.Phase != fleetv1alpha1.ClusterPhaseUnknown {
@@ -97,6 +95,22 @@ func (o *options) fillFromReports(ctx context.Context, fvm *fleetv1alpha1.FleetV
 		}
 	}
 	return nil
+}
+
+// reportedVMs reads, by cluster, the VM each cluster's agent reports for
+// the FleetVirtualMachine (its VMReports on the hub, one list call).
+func (o *options) reportedVMs(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (map[string]fleetv1alpha1.VMState, error) {
+	reports := &fleetv1alpha1.VMReportList{}
+	if err := o.client.List(ctx, reports, client.MatchingFields{"metadata.name": fvm.Namespace + "." + fvm.Name}); err != nil {
+		return nil, err
+	}
+	byCluster := map[string]fleetv1alpha1.VMState{}
+	for _, r := range reports.Items {
+		if r.Spec.FleetVM.Namespace == fvm.Namespace && r.Spec.FleetVM.Name == fvm.Name && len(r.Spec.VMs) > 0 {
+			byCluster[r.Namespace] = r.Spec.VMs[0]
+		}
+	}
+	return byCluster, nil
 }
 
 func (o *options) statusList(ctx context.Context) error {
@@ -146,6 +160,9 @@ func writeStatus(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, now time
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if err := writeConsoles(out, st.Clusters); err != nil {
+			return err
+		}
 	}
 	s := st.Summary
 	_, _ = fmt.Fprintf(out, "\nSummary: desired %d, placed %d, ready %d, running %d, stopped %d, failed %d, unknown %d\n",
@@ -161,6 +178,22 @@ func writeStatus(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, now time
 		return tw.Flush()
 	}
 	return nil
+}
+
+// writeConsoles prints each copy's link to its VM page on its cluster's
+// console, when any cluster has one: a table of its own, as links are
+// long.
+func writeConsoles(out io.Writer, clusters []fleetv1alpha1.ClusterStatus) error {
+	if !slices.ContainsFunc(clusters, func(c fleetv1alpha1.ClusterStatus) bool { return c.ConsoleURL != "" }) {
+		return nil
+	}
+	_, _ = fmt.Fprintln(out)
+	tw := newTable(out)
+	row(tw, "CLUSTER", "CONSOLE")
+	for _, c := range clusters {
+		row(tw, c.Cluster, c.ConsoleURL)
+	}
+	return tw.Flush()
 }
 
 // writeList prints one line per FleetVirtualMachine.

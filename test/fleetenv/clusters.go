@@ -3,12 +3,15 @@ package fleetenv
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -95,6 +98,41 @@ func SetClusterAvailable(ctx context.Context, c client.Client, name string, stat
 	cluster.Spec.Taints = taints
 	if err := c.Update(ctx, cluster); err != nil {
 		return fmt.Errorf("update ManagedCluster %s taints: %w", name, err)
+	}
+	return nil
+}
+
+// ExposeClusterClaims does what OCM's registration agent does with a
+// spoke's ClusterClaims: it copies them into the status.clusterClaims of
+// the spoke's ManagedCluster, sorted by name, leaving out those labelled
+// open-cluster-management.io/spoke-only. Once: the agent keeps them in
+// step, but the fleet's claims do not change after they are made.
+func (f *Fleet) ExposeClusterClaims(ctx context.Context, name string) error {
+	spoke := f.Spoke(name)
+	if spoke == nil {
+		return fmt.Errorf("no spoke %s", name)
+	}
+	var list clusterv1alpha1.ClusterClaimList
+	if err := spoke.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("list ClusterClaims of %s: %w", name, err)
+	}
+	var claims []clusterv1.ManagedClusterClaim
+	for _, c := range list.Items {
+		if _, spokeOnly := c.Labels["open-cluster-management.io/spoke-only"]; !spokeOnly {
+			claims = append(claims, clusterv1.ManagedClusterClaim{Name: c.Name, Value: c.Spec.Value})
+		}
+	}
+	slices.SortFunc(claims, func(a, b clusterv1.ManagedClusterClaim) int { return strings.Compare(a.Name, b.Name) })
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cluster := &clusterv1.ManagedCluster{}
+		if err := f.Hub.Client.Get(ctx, client.ObjectKey{Name: name}, cluster); err != nil {
+			return err
+		}
+		cluster.Status.ClusterClaims = claims
+		return f.Hub.Client.Status().Update(ctx, cluster)
+	})
+	if err != nil {
+		return fmt.Errorf("expose the cluster claims of %s on its ManagedCluster: %w", name, err)
 	}
 	return nil
 }

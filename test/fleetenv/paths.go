@@ -162,8 +162,8 @@ func crdPaths(root string) (crdSet, error) {
 // repository.
 //
 // Hub: FleetVM's own; OCM cluster, addon and work; Argo CD; GitOpsCluster.
-// Spokes: KubeVirt (VMs, instances, migrations, exports), CDI and Multus'
-// NetworkAttachmentDefinition. OCM and Argo CD CRDs come from their Go modules
+// Spokes: KubeVirt (VMs, instances, migrations, exports), CDI, Multus'
+// NetworkAttachmentDefinition, OCM's AppliedManifestWork and ClusterClaim. OCM and Argo CD CRDs come from their Go modules
 // so they always match the pinned versions; the others are copies in
 // test/testdata/crds.
 func repoCRDPaths(root string) (crdSet, error) {
@@ -206,6 +206,9 @@ func repoCRDPaths(root string) (crdSet, error) {
 		filepath.Join(third, "cdi.kubevirt.io_dataimportcrons.yaml"),
 		filepath.Join(third, "k8s.cni.cncf.io_network-attachment-definitions.yaml"),
 		filepath.Join(ocm, "work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml"),
+		// What a cluster claims (its console URL): the klusterlet's
+		// registration agent copies them into its ManagedCluster.
+		filepath.Join(ocm, "cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml"),
 	}
 	return crdSet{hub: hub, spoke: spoke}, nil
 }

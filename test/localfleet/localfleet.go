@@ -17,11 +17,13 @@
 //   - a ValidatingAdmissionPolicy on each spoke plays CDI's and KubeVirt's
 //     clone authorization (fleetenv.InstallCloneAuthorization);
 //   - OCM's registration is not running: fleetenv registers the
-//     ManagedClusters, marks them available and binds cluster sets, and
-//     this package writes each cluster's credentials secret as OCM's
-//     cluster import would and grants each agent the hub permissions the
-//     fleetvm addon grants (the agents run in-process rather than being
-//     deployed by the addon, which needs a kubelet).
+//     ManagedClusters, marks them available, copies each spoke's
+//     ClusterClaims (its console URL, ConsoleURL) into its status and
+//     binds cluster sets, and this package writes each cluster's
+//     credentials secret as OCM's cluster import would and grants each
+//     agent the hub permissions the fleetvm addon grants (the agents run
+//     in-process rather than being deployed by the addon, which needs a
+//     kubelet).
 package localfleet
 
 import (
@@ -49,6 +51,7 @@ import (
 	frameworkagent "open-cluster-management.io/addon-framework/pkg/agent"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +61,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/addon"
 	"github.com/fleetvm/fleetvm/pkg/agent"
 	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
@@ -334,6 +338,9 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 	if err := f.writeImportSecret(ctx, c.Name, spoke.Config); err != nil {
 		return err
 	}
+	if err := f.claimConsole(ctx, c.Name); err != nil {
+		return err
+	}
 
 	// The addon's ManagedClusterAddOn and the agent's hub Role and
 	// RoleBinding, made by the addon's own PermissionConfig.
@@ -386,6 +393,28 @@ func (f *Fleet) joinCluster(ctx context.Context, hubKube kubernetes.Interface, c
 		}
 	}
 	return nil
+}
+
+// ConsoleURL is the web console URL a local fleet cluster claims, shaped
+// like an OpenShift cluster's. No console runs there: the links it makes
+// (kubectl fleetvm status and console) lead nowhere, but they are made as
+// on a real fleet.
+func ConsoleURL(cluster string) string {
+	return "https://console-openshift-console.apps." + cluster + ".localfleet.example"
+}
+
+// claimConsole makes the spoke claim its console URL as ACM's klusterlet
+// claims an OpenShift cluster's (a ClusterClaim on the spoke), and exposes
+// its claims on its ManagedCluster as OCM's registration agent does.
+func (f *Fleet) claimConsole(ctx context.Context, cluster string) error {
+	claim := &clusterv1alpha1.ClusterClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: consolelink.ClaimConsoleURL},
+		Spec:       clusterv1alpha1.ClusterClaimSpec{Value: ConsoleURL(cluster)},
+	}
+	if err := f.Spoke(cluster).Client.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ClusterClaim %s on %s: %w", claim.Name, cluster, err)
+	}
+	return f.ExposeClusterClaims(ctx, cluster)
 }
 
 // createNetwork creates a bridge network's NetworkAttachmentDefinition,

@@ -403,6 +403,16 @@ type ClusterStatus struct {
 	// +listType=atomic
 	IPAddresses []string `json:"ipAddresses,omitempty"`
 
+	// consoleURL is the VM's page on the cluster's web console (OpenShift
+	// Virtualization's VirtualMachine page), from the console URL the
+	// cluster claims (its consoleurl.cluster.open-cluster-management.io
+	// cluster claim); the VM's VNC console is this URL followed by
+	// /console/standalone. Empty when the cluster claims no console. Like
+	// the node and IPs, only the detailed entries carry it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	ConsoleURL string `json:"consoleURL,omitempty"`
+
 	// message explains the phase.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

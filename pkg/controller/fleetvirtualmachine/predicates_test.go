@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 )
 
 // TestApplicationChanged: Argo CD's periodic renewal of reconciledAt does
@@ -82,8 +84,8 @@ func checkUpdates[T client.Object](t *testing.T, p predicate.Predicate, old T, p
 }
 
 // TestClusterChanged: a ManagedCluster's lease and status renewals do not
-// reconcile the FleetVirtualMachines of its sets; its availability and
-// labels do.
+// reconcile the FleetVirtualMachines of its sets; its availability,
+// labels and claimed console URL do.
 func TestClusterChanged(t *testing.T) {
 	available := func(s metav1.ConditionStatus, at time.Time) []metav1.Condition {
 		return []metav1.Condition{{Type: clusterv1.ManagedClusterConditionAvailable, Status: s, LastTransitionTime: metav1.NewTime(at)}}
@@ -102,6 +104,12 @@ func TestClusterChanged(t *testing.T) {
 		"condition gone":   {change: func(c *clusterv1.ManagedCluster) { c.Status.Conditions = nil }, want: true},
 		"relabelled":       {change: func(c *clusterv1.ManagedCluster) { c.Labels["env"] = "staging" }, want: true},
 		"label added":      {change: func(c *clusterv1.ManagedCluster) { c.Labels["region"] = "eu" }, want: true},
+		"console claimed": {change: func(c *clusterv1.ManagedCluster) {
+			c.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{{Name: consolelink.ClaimConsoleURL, Value: "https://console.example.com"}}
+		}, want: true},
+		"another claim": {change: func(c *clusterv1.ManagedCluster) {
+			c.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{{Name: consolelink.ClaimOpenShiftVersion, Value: "4.21.3"}}
+		}, want: false},
 	}
 	checkUpdates(t, clusterChanged(), old, nil, cases)
 }

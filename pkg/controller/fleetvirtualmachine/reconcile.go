@@ -17,6 +17,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
+	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -60,9 +61,18 @@ func (r *Reconciler) newScope(fvm *fleetv1alpha1.FleetVirtualMachine) *scope {
 		fvm: fvm, before: fvm.DeepCopy(), now: now,
 		in: status.Inputs{
 			Spec: fvm.Spec, Generation: fvm.Generation, GracePeriod: r.Config.GracePeriod, Previous: fvm.Status, Now: now,
-			PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace},
+			PlacementRef: &fleetv1alpha1.PlacementStatus{Namespace: r.Config.ArgoNamespace}, VM: deliveredVM(fvm),
 		},
 	}
+}
+
+// deliveredVM is the VM's namespace and name on the clusters when the hub
+// delivers it from an inline template; zero for a git source.
+func deliveredVM(fvm *fleetv1alpha1.FleetVirtualMachine) types.NamespacedName {
+	if _, inline := vmclaim.Key(fvm); !inline {
+		return types.NamespacedName{}
+	}
+	return vmclaim.Identity(fvm)
 }
 
 // fail keeps err, if any, for the end of the reconcile.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
@@ -32,7 +33,8 @@ func (r *Reconciler) readClusterState(obs *observation, in *status.Inputs) {
 	in.Reports = map[string]*fleetv1alpha1.VMState{}
 	for c := range in.Outcome.Clusters {
 		if mc := obs.Facts[c].Cluster; mc != nil {
-			info := status.ClusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown}
+			info := status.ClusterInfo{Environment: mc.Labels[r.Config.EnvironmentLabel], Available: metav1.ConditionUnknown,
+				Console: consolelink.Console(mc.Status.ClusterClaims)}
 			if cond := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); cond != nil {
 				info.Available = cond.Status
 			}

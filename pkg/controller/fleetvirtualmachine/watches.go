@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/coalesce"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
@@ -309,10 +310,11 @@ func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
 }
 
 // clusterChanged passes ManagedCluster updates that change what the status
-// shows: availability or labels.
+// shows: availability, labels or the console URL it claims.
 func clusterChanged() predicate.Predicate {
 	return updateChanged(func(o, n *clusterv1.ManagedCluster) bool {
-		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || Draining(o) != Draining(n)
+		return availability(o) != availability(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) || Draining(o) != Draining(n) ||
+			consolelink.Console(o.Status.ClusterClaims) != consolelink.Console(n.Status.ClusterClaims)
 	})
 }
 

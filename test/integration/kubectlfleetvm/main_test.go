@@ -42,8 +42,11 @@ func TestMain(m *testing.M) {
 // running is one run of `kubectl fleetvm ARGS`, possibly still going.
 type running struct {
 	out, errOut *syncBuffer
-	done        chan struct{}
-	err         error
+	// opened has a line for each link the command opened (console --open):
+	// the browser is never started.
+	opened *syncBuffer
+	done   chan struct{}
+	err    error
 }
 
 // wait waits for the command to return, at most the test's wait.
@@ -99,10 +102,14 @@ func (s *syncBuffer) String() string {
 // start starts `kubectl fleetvm ARGS` against the hub, flags and all, as a
 // user would, with the clock at now (zero: the real clock).
 func start(ctx context.Context, now time.Time, args ...string) *running {
-	r := &running{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan struct{})}
+	r := &running{out: &syncBuffer{}, errOut: &syncBuffer{}, opened: &syncBuffer{}, done: make(chan struct{})}
 	cfg := kubectlfleetvm.Config{
 		IOStreams:    genericiooptions.IOStreams{Out: r.out, ErrOut: r.errOut},
 		PollInterval: 50 * time.Millisecond,
+		Open: func(url string) error {
+			_, err := r.opened.Write([]byte(url + "\n"))
+			return err
+		},
 	}
 	if !now.IsZero() {
 		cfg.Now = func() time.Time { return now }
@@ -116,10 +123,10 @@ func start(ctx context.Context, now time.Time, args ...string) *running {
 	return r
 }
 
-// result is what one finished run printed and returned.
+// result is what one finished run printed, opened and returned.
 type result struct {
-	out, errOut string
-	err         error
+	out, errOut, opened string
+	err                 error
 }
 
 // kubectl runs `kubectl fleetvm ARGS` to the end.
@@ -127,7 +134,7 @@ func kubectl(t *testing.T, now time.Time, args ...string) result {
 	t.Helper()
 	r := start(t.Context(), now, args...)
 	r.wait(t)
-	return result{out: r.out.String(), errOut: r.errOut.String(), err: r.err}
+	return result{out: r.out.String(), errOut: r.errOut.String(), opened: r.opened.String(), err: r.err}
 }
 
 func key(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

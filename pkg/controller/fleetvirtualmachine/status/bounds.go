@@ -35,10 +35,11 @@ const (
 	namesInMessage = 10
 	// detailedEntries is how many status.clusters entries carry the
 	// details of their cluster (KubeVirt's state, Argo CD's, node, IPs,
-	// message, since when): those that need attention first, then the
-	// others by name. Every other entry is compact: the cluster, its
-	// environment, phase, ready, and when it started leaving or being
-	// removed (the hub's record of where the VM is, never left out).
+	// console link, message, since when): those that need attention
+	// first, then the others by name. Every other entry is compact: the
+	// cluster, its environment, phase, ready, and when it started leaving
+	// or being removed (the hub's record of where the VM is, never left
+	// out).
 	// About 140 bytes for a 63-character name: 5,000 clusters stay under
 	// 1 MiB of JSON.
 	detailedEntries = 50

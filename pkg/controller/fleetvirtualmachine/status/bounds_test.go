@@ -12,10 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 )
 
@@ -73,7 +75,8 @@ func TestCompactEntries(t *testing.T) {
 	since := ptr.To(metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)))
 	full := func(name string, phase fleetv1alpha1.ClusterPhase, ready bool) fleetv1alpha1.ClusterStatus {
 		return fleetv1alpha1.ClusterStatus{Cluster: name, Environment: "prod", Phase: phase, Ready: ready,
-			PrintableStatus: string(phase), Node: "n1", Message: "m", LastTransitionTime: since}
+			PrintableStatus: string(phase), Node: "n1", Message: "m", LastTransitionTime: since,
+			ConsoleURL: "https://console.example.com/k8s/ns/vms/kubevirt.io~v1~VirtualMachine/web"}
 	}
 	compact := func(e fleetv1alpha1.ClusterStatus) fleetv1alpha1.ClusterStatus {
 		c := fleetv1alpha1.ClusterStatus{Cluster: e.Cluster, Environment: e.Environment, Phase: e.Phase, Ready: e.Ready,
@@ -142,7 +145,10 @@ func clusterNames(n, length int) []string {
 // and with every text an agent, Argo CD or OCM hands in at its longest,
 // every message and list stays within its CRD limit, the status stays
 // well under etcd's limit, every cluster stays recorded, and the clusters
-// that need attention are named.
+// that need attention are named. Every cluster claims an OpenShift console
+// named after it (consoleurl claims run about 100 characters), and the
+// VM's namespace and name are 63 characters long: only the detailed
+// entries link to it.
 func TestStatusFitsAtFleetScale(t *testing.T) {
 	const n = 5000
 	names := clusterNames(n, 63)
@@ -163,6 +169,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 		Reports:            map[string]*fleetv1alpha1.VMState{},
 		Excluded: []fleetv1alpha1.ExclusionCount{{
 			Reason: "NoRoom", Count: 3, Clusters: names[:3], Detail: strings.Repeat("d", maxExclusionDetail)}},
+		VM:  types.NamespacedName{Namespace: strings.Repeat("s", 63), Name: strings.Repeat("v", 63)},
 		Now: now,
 	}
 	var networks []string
@@ -173,7 +180,8 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 	for i, c := range names {
 		in.Outcome.Clusters[c] = placement.Plan{State: placement.Placed}
 		in.Apps[c] = AppState{Sync: "Synced", Health: "Healthy"}
-		in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionTrue}
+		console := "https://console-openshift-console.apps." + c + ".example.com"
+		in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionTrue, Console: console}
 		in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "Running", Ready: true, Node: strings.Repeat("n", 253),
 			IPAddresses: []string{"10.0.0.1", "fd00::1"}}
 		switch {
@@ -182,7 +190,7 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 			in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "CrashLoopBackOff", Conditions: strings.Repeat("c", 1024), MissingNetworks: networks}
 			in.Apps[c] = AppState{Sync: "OutOfSync", Health: "Degraded", Error: strings.Repeat("a", 512)}
 		case i%1000 == 9: // five unreachable
-			in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionUnknown}
+			in.Clusters[c] = ClusterInfo{Environment: strings.Repeat("e", 63), Available: metav1.ConditionUnknown, Console: console}
 		case i >= n-300: // 300 not ready yet
 			in.Reports[c] = &fleetv1alpha1.VMState{PrintableStatus: "Starting"}
 		}
@@ -199,6 +207,9 @@ func TestStatusFitsAtFleetScale(t *testing.T) {
 		}
 		if e.LastTransitionTime != nil {
 			detailed++
+		}
+		if (e.LastTransitionTime != nil) != (e.ConsoleURL != "") {
+			t.Errorf("cluster %s: consoleURL %q: want one in a detailed entry only", e.Cluster, e.ConsoleURL)
 		}
 		if (failed[e.Cluster] || e.Phase == fleetv1alpha1.ClusterPhaseUnknown) && e.Message == "" {
 			t.Errorf("cluster %s (%s) needs attention and has no details", e.Cluster, e.Phase)
@@ -294,6 +305,7 @@ func TestBoundsMatchTheCRD(t *testing.T) {
 		"placement.excluded[].detail":   *placement.Properties["excluded"].Items.Schema.Properties["detail"].MaxLength,
 		"placement.excluded[].clusters": *placement.Properties["excluded"].Items.Schema.Properties["clusters"].MaxItems,
 		"placement.decidedClusters":     *placement.Properties["decidedClusters"].MaxItems,
+		"clusters[].consoleURL":         *status.Properties["clusters"].Items.Schema.Properties["consoleURL"].MaxLength,
 	}
 	want := map[string]int64{
 		"conditions[].message":          MaxConditionMessage,
@@ -301,6 +313,7 @@ func TestBoundsMatchTheCRD(t *testing.T) {
 		"placement.excluded[].detail":   maxExclusionDetail,
 		"placement.excluded[].clusters": ExclusionNames,
 		"placement.decidedClusters":     maxDecidedNames,
+		"clusters[].consoleURL":         consolelink.MaxLength,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CRD limits (-want,+got):\n%s", diff)

@@ -9,9 +9,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
@@ -35,6 +37,9 @@ type ClusterInfo struct {
 	// Available is the ManagedCluster's Available condition status; "" when
 	// the cluster is not found.
 	Available metav1.ConditionStatus
+	// Console is the console URL the cluster claims (consolelink.Console);
+	// "" when it claims none.
+	Console string
 }
 
 // ImpersonationKey is the key of argocd-cm that turns Argo CD's sync
@@ -53,6 +58,10 @@ type Impersonation struct {
 type Inputs struct {
 	Spec       fleetv1alpha1.FleetVirtualMachineSpec
 	Generation int64
+	// VM is the VM's namespace and name on every cluster, as the hub
+	// delivers it (an inline template); zero for a git source, whose VM
+	// the hub knows only from the agents' reports.
+	VM types.NamespacedName
 	// GracePeriod is how long a leaving cluster keeps the VM.
 	GracePeriod time.Duration
 	// PlacementRef names the Placement; PlacementScheduled is false until
@@ -203,6 +212,7 @@ func clusterEntry(in Inputs, name string, plan placement.Plan, prev fleetv1alpha
 		e.SyncStatus, e.Health = app.Sync, app.Health
 	}
 	report := in.Reports[name]
+	e.ConsoleURL = consoleLink(in.VM, info, report)
 	available := known && info.Available == metav1.ConditionTrue
 	showReport := func() {
 		// Never a stale state: an unavailable cluster's last report says
@@ -285,6 +295,15 @@ func clusterEntry(in Inputs, name string, plan placement.Plan, prev fleetv1alpha
 		e.Message = JoinMessage(plan.Reason, e.Message)
 	}
 	return e
+}
+
+// consoleLink is the link to the VM's page on the cluster's console: the
+// VM the cluster's agent reports, else the one the hub delivers.
+func consoleLink(vm types.NamespacedName, info ClusterInfo, report *fleetv1alpha1.VMState) string {
+	if report != nil && report.Name != "" {
+		vm = types.NamespacedName{Namespace: report.Namespace, Name: report.Name}
+	}
+	return consolelink.VM(info.Console, vm.Namespace, vm.Name)
 }
 
 func JoinMessage(a, b string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -383,6 +384,57 @@ func TestConfinedCondition(t *testing.T) {
 			}
 			if len(c.Message) > MaxConditionMessage {
 				t.Errorf("message is %d long, more than %d", len(c.Message), MaxConditionMessage)
+			}
+		})
+	}
+}
+
+// TestConsoleLinks: each entry links to its VM's page on the console its
+// cluster claims: the VM the agent reports there, else the one the hub
+// delivers; none without a claimed console or a known VM.
+func TestConsoleLinks(t *testing.T) {
+	const console = "https://console-openshift-console.apps.a.example.com"
+	up := ClusterInfo{Available: metav1.ConditionTrue, Console: console}
+	delivered := types.NamespacedName{Namespace: "vms", Name: "web"}
+	cases := map[string]struct {
+		vm     types.NamespacedName
+		info   ClusterInfo
+		report *fleetv1alpha1.VMState
+		plan   placement.Plan
+		want   string
+	}{
+		"the delivered VM, not reported yet": {vm: delivered, info: up,
+			want: console + "/k8s/ns/vms/kubevirt.io~v1~VirtualMachine/web"},
+		"the VM the agent reports (a git source's)": {info: up,
+			report: &fleetv1alpha1.VMState{Namespace: "vms", Name: "from-git", PrintableStatus: "Running"},
+			want:   console + "/k8s/ns/vms/kubevirt.io~v1~VirtualMachine/from-git"},
+		"a git source's VM not reported yet": {info: up},
+		"no console claimed":                 {vm: delivered, info: ClusterInfo{Available: metav1.ConditionTrue}},
+		"cluster unavailable: the link stays": {vm: delivered, info: ClusterInfo{Available: metav1.ConditionUnknown, Console: console},
+			want: console + "/k8s/ns/vms/kubevirt.io~v1~VirtualMachine/web"},
+		"leaving: the link stays": {vm: delivered, info: up, plan: placement.Plan{State: placement.Leaving, Since: &metav1.Time{}},
+			want: console + "/k8s/ns/vms/kubevirt.io~v1~VirtualMachine/web"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := tc.plan
+			if plan.State == "" {
+				plan.State = placement.Placed
+			}
+			in := Inputs{
+				Spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways},
+				VM:   tc.vm, AppSetExists: true, PlacementScheduled: true, Decision: []string{"a"},
+				Outcome:  placement.Outcome{Clusters: map[string]placement.Plan{"a": plan}},
+				Apps:     map[string]AppState{"a": {Sync: "Synced", Health: "Healthy"}},
+				Clusters: map[string]ClusterInfo{"a": tc.info},
+				Reports:  map[string]*fleetv1alpha1.VMState{},
+			}
+			if tc.report != nil {
+				in.Reports["a"] = tc.report
+			}
+			st := Compute(in)
+			if diff := cmp.Diff(tc.want, st.Clusters[0].ConsoleURL); diff != "" {
+				t.Errorf("consoleURL (-want,+got):\n%s", diff)
 			}
 		})
 	}
