@@ -22,6 +22,12 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
 KUBE_APISERVER := $(BIN)/kube-apiserver
 ETCD           := $(BIN)/etcd
+# promtool (Prometheus's rule checker and unit tester, version in
+# hack/tools/promtool/go.mod) tests the chart's alerting rules;
+# promqlcheck reads their PromQL, and the dashboards', with Prometheus's
+# parser against what fleetvm-hub serves.
+PROMTOOL       := $(BIN)/promtool
+PROMQLCHECK    := $(BIN)/promqlcheck
 
 # Install and lint tools. helm and shellcheck: see their rules under Tools.
 HELM_VERSION    ?= v3.19.5
@@ -47,8 +53,12 @@ ARGOCD_TOOLS   := $(BIN)/argocd $(BIN)/helm $(BIN)/kustomize $(BIN)/miniredis
 # What the integration suites and the benchmarks start (test/fleetenv): they
 # build fleetvm-hub themselves and run the chart through Helm's Go packages.
 # kube-controller-manager and Argo CD take most of a first build and only the
-# local fleet (make run, the e2e) starts them.
-INTEGRATION_BINARIES := $(KUBE_APISERVER) $(ETCD)
+# local fleet (make run, the e2e) starts them. promtool runs the alerting
+# rules' unit tests (test/integration/monitoring), promqlcheck the check of
+# every query against a hub's /metrics (test/integration/fleet); the
+# benchmarks need neither.
+BENCH_BINARIES       := $(KUBE_APISERVER) $(ETCD)
+INTEGRATION_BINARIES := $(BENCH_BINARIES) $(PROMTOOL) $(PROMQLCHECK)
 
 # Test timeouts are generous bounds for a 2-core machine, not targets.
 TEST_TIMEOUT ?= 30m
@@ -70,7 +80,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers, and copy them into the hub chart.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers, and copy them into the hub chart; write the Grafana dashboards.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=deploy/crds
 	$(CONTROLLER_GEN) rbac:roleName=fleetvm-hub paths=./pkg/controller/... paths=./pkg/webhook/... paths=./pkg/addon/... paths=./pkg/metrics/... \
 		output:rbac:artifacts:config=deploy/rbac
@@ -82,6 +92,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook ma
 	cp deploy/crds/*.yaml $(HUB_CHART)/crds/
 	cp deploy/rbac/role.yaml $(HUB_CHART)/files/role.yaml
 	cp deploy/webhook/manifests.yaml $(HUB_CHART)/files/webhook.yaml
+	@# The Grafana dashboards (hack/dashboards/dashboards): their JSON into the chart, their pictures into the operator guide.
+	$(GO) run ./hack/dashboards
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -104,11 +116,11 @@ lint-dockerfile: $(DOCKERFILECHECK) ## Check the Dockerfile with BuildKit's lint
 	$(DOCKERFILECHECK) Dockerfile
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks) are stale, code is unformatted, or a Markdown link is broken.
+verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks, dashboards) are stale, code is unformatted, or a Markdown link is broken.
 	$(GO) run ./hack/doclinks .
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- apis deploy || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- apis deploy)" || { echo "untracked generated files:"; git status --porcelain -- apis deploy; exit 1; }
+	@git diff --exit-code -- apis deploy docs/operator-guide/dashboards.md || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- apis deploy docs/operator-guide/dashboards.md)" || { echo "untracked generated files:"; git status --porcelain -- apis deploy docs/operator-guide/dashboards.md; exit 1; }
 
 ##@ Test
 
@@ -136,7 +148,7 @@ test-unit: ## Unit tests only: no API server, with the race detector (well under
 	$(GO) test -count=1 $(UNIT_FLAGS) $(TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: $(INTEGRATION_BINARIES) ## Integration tests: real kube-apiservers and etcd, the real OCM scheduler and work agents, the chart, the benchmark smoke.
+test-integration: $(INTEGRATION_BINARIES) ## Integration tests: real kube-apiservers and etcd, the real OCM scheduler and work agents, the chart and its alerting rules (promtool), the benchmark smoke.
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(INTEGRATION_PKGS)
 
 .PHONY: test-e2e
@@ -144,13 +156,13 @@ test-e2e: test-binaries ## End-to-end tests on the local fleet with real Argo CD
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_PKGS)
 
 .PHONY: bench-aggregation
-bench-aggregation: $(INTEGRATION_BINARIES) ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
+bench-aggregation: $(BENCH_BINARIES) ## Benchmark what one changed agent report costs the hub, at 10, 100 and 1000 clusters.
 	$(GO) test -run '^$$' -bench BenchmarkAggregation -benchmem -benchtime $${BENCHTIME:-200x} -timeout 60m ./test/benchmark/aggregation/
 
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: $(INTEGRATION_BINARIES) ## Fleet benchmark (1000 clusters, real OCM scheduler, fleetvm-hub as its own process): table, and JSON in _output/bench/. BENCH_SCALE=0.1 for a quick run.
+bench: $(BENCH_BINARIES) ## Fleet benchmark (1000 clusters, real OCM scheduler, fleetvm-hub as its own process): table, and JSON in _output/bench/. BENCH_SCALE=0.1 for a quick run.
 	@# As the image builds it (Dockerfile): a cgo build of the same code
 	@# exports every symbol and maps about 30 MiB more of its binary.
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetvm-hub ./cmd/fleetvm-hub
@@ -181,7 +193,7 @@ bench-bundle: ## Pack the fleet benchmark into _output/fleetvm-bench-<version>-l
 	@echo ">> $(BUNDLE_DIR).tar.gz ($$(du -h $(BUNDLE_DIR).tar.gz | cut -f1))"
 
 .PHONY: test-binaries
-test-binaries: $(INTEGRATION_BINARIES) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
+test-binaries: $(INTEGRATION_BINARIES) $(KUBE_CONTROLLER_MANAGER) $(ARGOCD_TOOLS) ## Build kube-apiserver, etcd, promtool, kube-controller-manager, Argo CD with helm, kustomize and Redis (reused when present).
 
 .PHONY: test-e2e-kind
 test-e2e-kind: $(HELM) ## Run the e2e spec on kind: hub + 2 clusters, OCM, Argo CD, KubeVirt (emulation), CDI, FleetVM's chart. Needs Docker.
@@ -249,6 +261,14 @@ $(ETCD): hack/tools/etcd/go.mod
 		echo ">> building etcd"; \
 		cd hack/tools/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3; \
 	fi
+
+# Built without Prometheus's service discoveries (the remove_all_sd tag):
+# promtool checks and tests rules, and needs none of the cloud SDKs. One
+# build for both, so Prometheus's packages compile once.
+$(PROMTOOL) $(PROMQLCHECK) &: hack/tools/promtool/go.mod hack/tools/promtool/go.sum hack/tools/promtool/promqlcheck/main.go
+	@echo ">> building promtool and promqlcheck"
+	cd hack/tools/promtool && $(GO) build -tags remove_all_sd -o $(BIN)/ github.com/prometheus/prometheus/cmd/promtool ./promqlcheck
+	@touch $(PROMTOOL) $(PROMQLCHECK)
 
 $(HELM):
 	@echo ">> building helm $(HELM_VERSION)"

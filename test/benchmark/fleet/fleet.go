@@ -90,6 +90,11 @@ type Config struct {
 	// a relabelled cluster's VMs move after it.
 	GracePeriod time.Duration
 
+	// HubMetrics, when set, is where a scrape of the hub's /metrics, as
+	// served, is written once the burst converged: the check of the
+	// chart's rules and dashboards reads it (test/monitoringcheck).
+	HubMetrics string
+
 	// HubHeapProfile, when set, is where the hub's heap profile (Go pprof,
 	// after a garbage collection) is written once the burst converged,
 	// when the hub holds the most.

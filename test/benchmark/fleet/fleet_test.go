@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fleetvm/fleetvm/test/benchmark/fleet"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/monitoringcheck"
 )
 
 // TestSmoke runs the whole benchmark on a small fleet (50 clusters, 50
@@ -28,7 +30,9 @@ func TestSmoke(t *testing.T) {
 	hubLog := &lockedBuffer{}
 	log := &testLog{t: t}
 	defer log.close()
+	hubMetrics := filepath.Join(t.TempDir(), "hub-metrics.txt")
 	report, err := fleet.Run(t.Context(), fleet.Config{
+		HubMetrics:     hubMetrics,
 		Clusters:       50,
 		FleetVMs:       50,
 		HubBinary:      bin,
@@ -85,6 +89,55 @@ func TestSmoke(t *testing.T) {
 	}
 	if got, _ := report.Value("mass deletion: VMs deleted from the clusters"); got < 150 {
 		t.Errorf("mass deletion: %v VMs deleted from the clusters, want all 150 copies", got)
+	}
+	checkMonitoring(t, hubMetrics)
+}
+
+// checkMonitoring reads every PromQL expression of the chart's rules and
+// dashboards with Prometheus's parser and fails on a metric or label that
+// fleetvm-hub, the binary, did not serve once the burst had converged:
+// its reconcilers, webhooks, work queues, API client and fleet collector
+// (a fleet metric only some state makes, a move's deadline or a drain's
+// progress, is read from the collector's declared series).
+func checkMonitoring(t *testing.T, hubMetrics string) {
+	t.Helper()
+	root, err := fleetenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, err := os.ReadFile(hubMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the smoke's fleet makes the hub serve: the check below is
+	// against a hub that did the work.
+	for _, served := range []string{"fleetvm_fleetvirtualmachine_clusters_ready{", "controller_runtime_reconcile_total{",
+		"controller_runtime_webhook_requests_total{", "workqueue_depth{", "rest_client_requests_total{", "fleetvm_cluster_copies{"} {
+		if !bytes.Contains(scrape, []byte("\n"+served)) {
+			t.Fatalf("the hub's /metrics has no %s}", served)
+		}
+	}
+	scrape, err = monitoringcheck.WithDeclared(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs, err := monitoringcheck.Expressions(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := monitoringcheck.Check(root, t.TempDir(), scrape, exprs)
+	t.Logf("promqlcheck:\n%s", out)
+	if err != nil {
+		t.Fatalf("the chart's rules or dashboards read what fleetvm-hub does not serve: %v", err)
+	}
+	// The check can fail: a metric and a label the hub does not serve.
+	out, err = monitoringcheck.Check(root, t.TempDir(), scrape, []monitoringcheck.Expr{
+		{Source: "bad metric", Expr: `fleetvm_fleetvirtualmachine_copies_ready > 0`},
+		{Source: "bad label", Expr: `sum by (cluster) (fleetvm_fleetvirtualmachine_clusters_ready)`},
+	})
+	if err == nil || !strings.Contains(out, "fleetvm_fleetvirtualmachine_copies_ready is not served") ||
+		!strings.Contains(out, `label "cluster" is grouped by`) {
+		t.Errorf("promqlcheck passed expressions it must refuse (%v):\n%s", err, out)
 	}
 }
 

@@ -142,6 +142,15 @@ func scrapeAPIServer(ctx context.Context, kube kubernetes.Interface) (samples, e
 
 // scrapeHTTP reads a plain-HTTP metrics endpoint (fleetvm-hub's).
 func scrapeHTTP(ctx context.Context, url string) (samples, error) {
+	raw, err := fetchHTTP(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(bytes.NewReader(raw))
+}
+
+// fetchHTTP reads a plain-HTTP metrics endpoint as it serves it.
+func fetchHTTP(ctx context.Context, url string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -156,7 +165,7 @@ func scrapeHTTP(ctx context.Context, url string) (samples, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("read %s: %s", url, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	return io.ReadAll(resp.Body)
 }
 
 // schedulerStats are the OCM placement scheduler's own counters: it runs

@@ -252,6 +252,15 @@ func (h *harness) burst(ctx context.Context) error {
 	waitProfile.addRows(r, "burst")
 	h.memory("burst")
 	h.liveHeap(ctx, "burst")
+	if h.cfg.HubMetrics != "" {
+		raw, err := fetchHTTP(ctx, h.hub.metricsURL)
+		if err == nil {
+			err = os.WriteFile(h.cfg.HubMetrics, raw, 0o600)
+		}
+		if err != nil {
+			return fmt.Errorf("save the hub's /metrics: %w", err)
+		}
+	}
 	h.logf("burst: converged in %s", total.Truncate(time.Millisecond))
 	return nil
 }
