@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
@@ -63,6 +64,18 @@ func TestFleetVirtualMachine(t *testing.T) {
 				return f
 			}(),
 			want: []string{"FieldValueRequired spec.rollout.progressive.maxConcurrency"},
+		},
+		"rollout: a mandatory decision group that is no group of spec.placement.decisionStrategy": {
+			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
+				f := fvm("db", "", "")
+				f.Spec.Placement.DecisionStrategy = &clusterv1beta1.DecisionStrategy{GroupStrategy: clusterv1beta1.GroupStrategy{
+					DecisionGroups: []clusterv1beta1.DecisionGroup{{GroupName: "canary"}}, ClustersPerDecisionGroup: intstr.FromString("0%")}}
+				f.Spec.Rollout = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.ProgressivePerGroup, ProgressivePerGroup: &clusterv1alpha1.RolloutProgressivePerGroup{
+					MandatoryDecisionGroups: clusterv1alpha1.MandatoryDecisionGroups{MandatoryDecisionGroups: []clusterv1alpha1.MandatoryDecisionGroup{{GroupName: "canaries"}}}}}
+				return f
+			}(),
+			want: []string{"FieldValueInvalid spec.placement.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
+				"FieldValueInvalid spec.rollout.progressivePerGroup.mandatoryDecisionGroups[0].groupName"},
 		},
 		"rollout of a git source": {
 			fvm: func() *fleetv1alpha1.FleetVirtualMachine {

@@ -266,6 +266,17 @@ type FleetPlacement struct {
 	// +optional
 	// +kubebuilder:default=Balance
 	Prioritizer Prioritizer `json:"prioritizer,omitempty"`
+
+	// decisionStrategy divides the clusters the VM runs on into decision
+	// groups, as an OCM Placement's spec.decisionStrategy divides its
+	// decision, with the same fields and rules: each of decisionGroups
+	// takes the clusters its groupClusterSelector matches that no group
+	// before it took, the rest make groups with no name, and a group
+	// larger than clustersPerDecisionGroup is split in name order. A
+	// rollout's mandatoryDecisionGroups and type ProgressivePerGroup read
+	// these groups. Unset, every cluster is in one group (index 0).
+	// +optional
+	DecisionStrategy *clusterv1beta1.DecisionStrategy `json:"decisionStrategy,omitempty"`
 }
 
 // DiskImageReference names a FleetDiskImage in the same namespace.

@@ -118,9 +118,13 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		Failed:  prev != nil && prev.Revision == latest.Number && prev.Phase == fleetv1alpha1.RolloutPhase(rollout.Failed),
 	}
 	moving := s.moves.Held(s.reported)
-	for _, c := range s.outcome.Delivered() {
-		rc := rollout.Cluster{Name: c}
-		succeeded := false
+	groups, err := r.decisionGroups(s)
+	if err != nil {
+		return nil, err
+	}
+	// given reads a cluster's record: the revision it is given, since
+	// when, and ready since when; succeeded when it has no record.
+	given := func(c string, rc *rollout.Cluster) (succeeded bool) {
 		switch rec := records[c]; {
 		case rec != nil:
 			rc.Given = rec.Revision
@@ -132,6 +136,23 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 			}
 		case listed[c] || prev == nil:
 			rc.Given, succeeded = done, true
+		}
+		return succeeded
+	}
+	// A move's new copy carries its source's revision: the VM moves, not
+	// its change (a Live migration needs the same VM on both sides). It
+	// takes the latest revision in its turn once the move ended.
+	sourceOf := map[string]string{}
+	for _, mv := range s.moves.Decision() {
+		sourceOf[mv.To] = mv.From
+	}
+	for _, c := range s.outcome.Delivered() {
+		rc := rollout.Cluster{Name: c, Group: groups[c]}
+		succeeded := given(c, &rc)
+		if from, ok := sourceOf[c]; ok && records[c] == nil && !listed[c] {
+			var src rollout.Cluster
+			succeeded = given(from, &src)
+			rc.Given, rc.GivenAt = src.Given, src.GivenAt
 		}
 		_, rc.Moving = moving[c]
 		if rep := s.in.Reports[c]; rep != nil && s.in.Clusters[c].Available == metav1.ConditionTrue {
@@ -221,6 +242,29 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		out.record.Clusters[p.Name] = rec
 	}
 	return out, nil
+}
+
+// decisionGroups are the decision groups of the clusters the VM is
+// delivered to (spec.placement.decisionStrategy, as OCM divides a
+// Placement's decision), from their ManagedClusters' labels and claims.
+func (r *Reconciler) decisionGroups(s *scope) (map[string]rollout.Group, error) {
+	var members []rollout.Member
+	for _, c := range s.outcome.Delivered() {
+		m := rollout.Member{Name: c}
+		if mc := s.obs.Facts[c].Cluster; mc != nil {
+			m.Labels = mc.Labels
+			m.Claims = make(map[string]string, len(mc.Status.ClusterClaims))
+			for _, claim := range mc.Status.ClusterClaims {
+				m.Claims[claim.Name] = claim.Value
+			}
+		}
+		members = append(members, m)
+	}
+	groups, err := rollout.Groups(s.fvm.Spec.Placement.DecisionStrategy, members)
+	if err != nil {
+		return nil, fmt.Errorf("spec.placement.decisionStrategy: %w", err)
+	}
+	return groups, nil
 }
 
 // revisionHistory lists the FleetVirtualMachine's ControllerRevisions,

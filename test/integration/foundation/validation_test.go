@@ -213,6 +213,11 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			manifest: fvm("badop", "  placement:\n    clusterSelector:\n      matchExpressions: [{key: region, operator: Near, values: [east]}]\n  template:"+minimalVM),
 			want:     []string{"spec.placement.clusterSelector.matchExpressions[0].operator", "not a valid selector operator"},
 		},
+		"a rollout's mandatory decision group that is no decision group": {
+			manifest: fvm("badgroup", "  placement:\n    decisionStrategy:\n      groupStrategy:\n        decisionGroups: [{groupName: canary, groupClusterSelector: {labelSelector: {matchLabels: {ring: canary}}}}]\n"+
+				"  rollout:\n    type: ProgressivePerGroup\n    progressivePerGroup:\n      mandatoryDecisionGroups: [{groupName: canaries}]\n  template:"+minimalVM),
+			want: []string{"spec.rollout.progressivePerGroup.mandatoryDecisionGroups[0].groupName", "canaries", "names no group of spec.placement.decisionStrategy.groupStrategy.decisionGroups"},
+		},
 		"git source with helm, name too long for a Helm release": {
 			manifest: fvm(strings.Repeat("h", 54), "  placement: {}\n  source: {repoURL: https://git.example/vms.git, path: vms, helm: {valueFiles: [values.yaml]}}\n"),
 			want:     []string{"metadata.name", "at most 53 characters with spec.source.helm", "Helm release name"},

@@ -22,6 +22,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
+	"github.com/fleetvm/fleetvm/pkg/rollout"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -197,6 +198,9 @@ func (r *Runner) input(ctx context.Context, v View, moves []*fleetv1alpha1.Fleet
 			// Its target is chosen from the scheduler's current answer.
 			in.WaitFor = "the OCM scheduler's decision for the FleetVirtualMachine's placement"
 		}
+		if i == 0 && in.WaitFor == "" {
+			in.WaitFor = rolloutWave(v.FVM, m.Spec.From)
+		}
 		if i == 0 && in.WaitFor == "" && v.Targets != nil {
 			if in.Targets, in.WaitFor, err = v.Targets(ctx, m.Spec.To, copies); err != nil {
 				return in, nil, err
@@ -216,6 +220,25 @@ func (r *Runner) input(ctx context.Context, v View, moves []*fleetv1alpha1.Fleet
 		in.Migration = move.ReadMigration(w.receive, w.send)
 	}
 	return in, imp, err
+}
+
+// rolloutWave names the rollout's step a move of the copy on cluster from
+// waits for: the copy is taking a revision, soaking on it, or returning
+// to the previous one (status.clusters[].rollout). One change at a time
+// reaches a VM: the move starts once the copy's step ended (it succeeded,
+// failed or waits its turn), and the rollout gives a copy being moved no
+// revision until the move ended.
+func rolloutWave(fvm *fleetv1alpha1.FleetVirtualMachine, from string) string {
+	for _, c := range fvm.Status.Clusters {
+		if c.Cluster != from || c.Rollout == nil {
+			continue
+		}
+		switch rollout.State(c.Rollout.State) {
+		case rollout.Applying, rollout.Soaking, rollout.Reverting:
+			return fmt.Sprintf("the rollout's step on cluster %s to end (revision %d, %s)", from, c.Rollout.Revision, c.Rollout.State)
+		}
+	}
+	return ""
 }
 
 // liveClusters tells which of the clusters offer decentralized live

@@ -235,3 +235,43 @@ func TestPlanDecision(t *testing.T) {
 		t.Errorf("notes %v", notes)
 	}
 }
+
+// TestRunnerWaitsForRolloutStep: a move of a copy that is taking a
+// revision (Applying, Soaking) or returning to one (Reverting) stays
+// Pending, saying so, and chooses no target; it starts once the copy's
+// step ended (here, it waits its turn: ToApply).
+func TestRunnerWaitsForRolloutStep(t *testing.T) {
+	for _, state := range []string{"Applying", "Soaking", "Reverting", "ToApply"} {
+		t.Run(state, func(t *testing.T) {
+			fvm := runnerFVM()
+			fvm.Status.Clusters = []fleetv1alpha1.ClusterStatus{
+				{Cluster: "a", Rollout: &fleetv1alpha1.ClusterRollout{Revision: 3, State: state}},
+			}
+			r, c, _ := newRunner(t, runnerMove("m1", "a"))
+			asked := 0
+			if _, err := r.Step(context.Background(), View{
+				FVM: fvm, Now: t0, Scheduled: true,
+				Copies: func() map[string]move.Copy { return map[string]move.Copy{"a": running()} },
+				Targets: func(context.Context, string, map[string]move.Copy) ([]string, string, error) {
+					asked++
+					return []string{"b"}, "", nil
+				},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			m := getMove(t, c, "m1")
+			if state == "ToApply" {
+				if m.Status.Phase == fleetv1alpha1.MovePending || m.Status.To != "b" {
+					t.Errorf("a copy waiting its turn moves: status %+v", m.Status)
+				}
+				return
+			}
+			if m.Status.Phase != fleetv1alpha1.MovePending || !strings.Contains(m.Status.Message, "rollout's step on cluster a") || !strings.Contains(m.Status.Message, state) {
+				t.Errorf("status %+v, want Pending on the rollout's step", m.Status)
+			}
+			if asked != 0 || m.Status.To != "" {
+				t.Errorf("a waiting move chose a target (%d asks, to %q)", asked, m.Status.To)
+			}
+		})
+	}
+}
