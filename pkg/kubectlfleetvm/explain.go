@@ -1,6 +1,7 @@
 package kubectlfleetvm
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -24,7 +25,9 @@ agent not reporting, a network on no node, no node with room, or none (the
 cluster qualifies; enough were chosen). It works from what the OCM scheduler
 sees: the clusters' labels and taints and the agents' fleetvm-capacity scores.
 It needs read access to ManagedClusters, ManagedClusterSets and the scores in
-the cluster namespaces.`,
+the cluster namespaces. For a FleetVirtualMachine with spec.rollout whose latest
+revision has not reached every cluster, it then lists those clusters with why
+each waits (as kubectl fleetvm rollout status does).`,
 		Example: `  kubectl fleetvm explain win10 -n vms`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,7 +47,10 @@ the cluster namespaces.`,
 			if err != nil {
 				return err
 			}
-			return writeExplain(o.out, verdicts)
+			if err := writeExplain(o.out, verdicts); err != nil {
+				return err
+			}
+			return o.explainRolloutOf(cmd.Context(), fvm)
 		},
 	}
 	cmd.Flags().StringVar(&envLabel, "environment-label", envLabel, "The cluster label that holds the environment (the hub's --environment-label).")
@@ -79,4 +85,26 @@ func summaryLine(counts []explain.Count) string {
 		s += fmt.Sprintf("%d %s", c.Count, c.Reason)
 	}
 	return s
+}
+
+// explainRolloutOf says, for a rollout that has not finished, where each
+// cluster it has not finished with stands and why.
+func (o *options) explainRolloutOf(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) error {
+	st := fvm.Status.Rollout
+	if fvm.Spec.Rollout == nil || st == nil || !slices.ContainsFunc(fvm.Status.Clusters, func(c fleetv1alpha1.ClusterStatus) bool { return c.Rollout != nil }) {
+		return nil
+	}
+	why, err := o.explainRollout(ctx, fvm)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(o.out, "\nrollout of revision %d: %s", st.Revision, orUnknown(string(st.Phase)))
+	if st.Message != "" {
+		_, _ = fmt.Fprintf(o.out, " (%s)", st.Message)
+	}
+	_, _ = fmt.Fprintln(o.out)
+	if why.note != "" {
+		_, _ = fmt.Fprintln(o.out, why.note)
+	}
+	return writeRolloutClusters(o.out, fvm, why, o.now())
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/rollout"
 )
 
 // newRolloutCommand is kubectl fleetvm rollout: the verbs of kubectl
@@ -112,7 +115,22 @@ func (o *options) rolloutStatus(ctx context.Context, name string) error {
 	if st.Message != "" {
 		_, _ = fmt.Fprintln(o.out, st.Message)
 	}
-	tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	why, err := o.explainRollout(ctx, fvm)
+	if err != nil {
+		return err
+	}
+	if why.note != "" {
+		_, _ = fmt.Fprintln(o.out, why.note)
+	}
+	return writeRolloutClusters(o.out, fvm, why, o.now())
+}
+
+// writeRolloutClusters prints one row per cluster the rollout has not
+// finished with (those with a record): its revision, state, decision
+// group (when the strategy reads groups), since when, and why, in the
+// hub's rule's words.
+func writeRolloutClusters(out io.Writer, fvm *fleetv1alpha1.FleetVirtualMachine, why rolloutWhy, now time.Time) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	header := false
 	for _, c := range fvm.Status.Clusters {
 		r := c.Rollout
@@ -120,12 +138,34 @@ func (o *options) rolloutStatus(ctx context.Context, name string) error {
 			continue
 		}
 		if !header {
-			_, _ = fmt.Fprintln(tw, "CLUSTER\tREVISION\tSTATE\tSINCE\tREADY SINCE")
+			_, _ = fmt.Fprint(tw, "CLUSTER\tREVISION\tSTATE\t")
+			if why.groups != nil {
+				_, _ = fmt.Fprint(tw, "GROUP\t")
+			}
+			_, _ = fmt.Fprintln(tw, "SINCE\tREADY SINCE\tWHY")
 			header = true
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Cluster, r.Revision, r.State, age(o.now(), r.Since), age(o.now(), r.ReadySince))
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t", c.Cluster, r.Revision, r.State)
+		if why.groups != nil {
+			g, ok := why.groups[c.Cluster]
+			_, _ = fmt.Fprintf(tw, "%s\t", map[bool]string{true: groupLabel(g), false: "-"}[ok])
+		}
+		reason := why.plan[c.Cluster].Reason
+		if reason == "" {
+			reason = "-"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\n", age(now, r.Since), age(now, r.ReadySince), reason)
 	}
 	return tw.Flush()
+}
+
+// groupLabel is a decision group as OCM's labels name it: its index,
+// and its name when it has one.
+func groupLabel(g rollout.Group) string {
+	if g.Name == "" {
+		return strconv.Itoa(int(g.Index))
+	}
+	return fmt.Sprintf("%d (%s)", g.Index, g.Name)
 }
 
 // annotateRollout sets (value "" removes) a rollout annotation with a

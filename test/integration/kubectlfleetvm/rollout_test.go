@@ -66,9 +66,9 @@ func TestRollout(t *testing.T) {
 	}
 	want := `revision 2 (previous 1): Progressing, 1 of 3 clusters updated, 0 failed
 1 cluster in flight of maxConcurrency 1
-CLUSTER  REVISION  STATE     SINCE  READY SINCE
-prod-b   2         Applying  3m     -
-prod-c   1         ToApply   -      -
+CLUSTER  REVISION  STATE     SINCE  READY SINCE  WHY
+prod-b   2         Applying  3m     -            its VM does not run the revision yet
+prod-c   1         ToApply   -      -            waits for a place: 1 of maxConcurrency 1 in flight
 `
 	if diff := cmp.Diff(want, lines(res.out)); diff != "" {
 		t.Errorf("rollout status (-want +got):\n%s", diff)
