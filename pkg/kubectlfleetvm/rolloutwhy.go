@@ -124,7 +124,7 @@ func recordedInput(fvm *fleetv1alpha1.FleetVirtualMachine, moving map[string]boo
 			in.Clusters = append(in.Clusters, rc)
 			continue
 		}
-		rc.Given = r.Revision
+		rc.Given, rc.Reverting = r.Revision, rollout.State(r.State) == rollout.Reverting
 		if r.Since != nil {
 			rc.GivenAt = r.Since.Time
 		}

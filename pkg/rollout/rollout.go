@@ -106,6 +106,10 @@ type Cluster struct {
 	// RestartRequired: KubeVirt says the running VM needs a restart to
 	// take its spec (the RestartRequired condition).
 	RestartRequired bool
+	// Reverting: an abort gave the cluster the previous revision back
+	// (its record says Reverting): the rollout is rolled back only once
+	// its VM runs that revision ready again.
+	Reverting bool
 	// Moving: a move or a drain has the cluster's copy in hand. The
 	// rollout does not give it the revision until the move ended: one
 	// change at a time per VM.
@@ -489,19 +493,26 @@ func markWaiting(plan *Plan, why string) {
 }
 
 // abort gives the previous revision back to every cluster given the
-// target, all at once: RolledBack once each runs it ready again.
+// target, all at once, restarting those whose VM needs it to run the
+// previous spec (RestartRequired): RolledBack once each runs it ready
+// again, with nothing left to restart. A cluster stays Reverting across
+// steps (Cluster.Reverting) until then.
 func abort(in Input, clusters []Cluster, plan Plan) Plan {
 	back := 0
 	for i, c := range clusters {
 		p := &plan.Clusters[i]
-		if in.Previous == 0 || (c.Given != in.Target && c.Given != 0) {
+		if in.Previous == 0 || (c.Given != in.Target && c.Given != 0 && !c.Reverting) {
 			continue
 		}
 		p.Revision = in.Previous
-		if c.Running != in.Previous || !c.Ready {
+		switch {
+		case c.Running == in.Previous && c.RestartRequired:
+			p.State, p.Reason, p.Restart = Reverting, "aborted: restarted to run the previous revision", true
+			back++
+		case c.Running != in.Previous || !c.Ready || c.Failure != "":
 			p.State, p.Reason = Reverting, "aborted: given the previous revision again"
 			back++
-		} else {
+		default:
 			p.State, p.Reason = ToApply, "aborted: runs the previous revision"
 		}
 	}

@@ -168,6 +168,21 @@ func TestDecide(t *testing.T) {
 				Clusters: []Cluster{given("a", 2, 1, now), on("c", 1, t0)}},
 			want: summary{Phase: RolledBack, Clusters: map[string]string{"a": "ToApply@1", "c": "ToApply@1"}},
 		},
+		"aborted: a cluster given the previous revision back stays Reverting until its VM runs it ready": {
+			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now, Aborted: true,
+				Clusters: []Cluster{func() Cluster { c := given("a", 1, 2, now); c.Reverting = true; return c }(), on("c", 1, t0)}},
+			want: summary{Phase: Progressing, Clusters: map[string]string{"a": "Reverting@1", "c": "ToApply@1"}},
+		},
+		"aborted: a VM that needs a restart to run the previous spec is restarted, not rolled back yet": {
+			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now, Aborted: true,
+				Clusters: []Cluster{func() Cluster { c := on("a", 1, now); c.Reverting, c.RestartRequired = true, true; return c }(), on("c", 1, t0)}},
+			want: summary{Phase: Progressing, Clusters: map[string]string{"a": "Reverting@1", "c": "ToApply@1"}, Restart: []string{"a"}},
+		},
+		"aborted: rolled back once the reverted VM runs the previous revision ready": {
+			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now, Aborted: true,
+				Clusters: []Cluster{func() Cluster { c := on("a", 1, now); c.Reverting = true; return c }(), on("c", 1, t0)}},
+			want: summary{Phase: RolledBack, Clusters: map[string]string{"a": "ToApply@1", "c": "ToApply@1"}},
+		},
 		"a VM that needs a restart to take the revision is restarted in its turn": {
 			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now,
 				Clusters: []Cluster{func() Cluster { c := on("a", 2, t0); c.RestartRequired = true; return c }(), func() Cluster { c := on("b", 1, t0); c.RestartRequired = true; return c }()}},

@@ -173,6 +173,20 @@ func TestRollout(t *testing.T) {
 	})
 }
 
+// TestRolloutStrategies runs All, ProgressivePerGroup, a failed change,
+// undo and abort over the two prod clusters with real Argo CD.
+func TestRolloutStrategies(t *testing.T) {
+	checkArgoCD(t)
+	RolloutStrategiesSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-rollout-strategies",
+		Environment:   "prod",
+		Timeout:       timeout,
+	})
+}
+
 // TestExamples applies examples/ as `make run` does and waits for all of
 // them to be Ready; the git example must pick each cluster's overlay.
 func TestExamples(t *testing.T) {

@@ -134,6 +134,7 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 			if rec.ReadySince != nil {
 				rc.ReadySince = rec.ReadySince.Time
 			}
+			rc.Reverting = rec.State == string(rollout.Reverting)
 		case listed[c] || prev == nil:
 			rc.Given, succeeded = done, true
 		}
