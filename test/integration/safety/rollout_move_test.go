@@ -46,20 +46,7 @@ func TestRolloutAndMovesOneChangeAtATime(t *testing.T) {
 	vm := vmclaim.Identity(fvm)
 	createLimited(t, fvm, 3)
 	key := client.ObjectKeyFromObject(fvm)
-	waitFVM(t, key, "running on 2 clusters, ready on revision 1", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		if !running(2)(f) || f.Status.Rollout == nil || f.Status.Rollout.Revision != 1 {
-			return false
-		}
-		for _, c := range f.Status.Clusters {
-			if c.Rollout == nil || c.Rollout.ReadySince == nil {
-				return false
-			}
-		}
-		return true
-	})
-	clock.Step(soak + time.Second)
-	settle(t, key)
-	on := names(succeededAfterSoak(t, key, "1", soak))
+	on := firstRevisionSoaked(t, key, 2, soak)
 	third := otherSpoke(on...)
 	scoresCurrent(t)
 

@@ -70,25 +70,7 @@ func TestProgressiveRollout(t *testing.T) {
 	check := vms.limit(vm, 3)
 	create(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
-	// The first revision soaks too, from when each copy was first seen
-	// ready on it.
-	waitFVM(t, key, "running on 3 clusters, ready on revision 1", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
-		if !running(3)(f) || f.Status.Rollout == nil || f.Status.Rollout.Revision != 1 {
-			return false
-		}
-		for _, c := range f.Status.Clusters {
-			if c.Rollout == nil || c.Rollout.ReadySince == nil {
-				return false
-			}
-		}
-		return true
-	})
-	clock.Step(soak + time.Second)
-	// The hub decides at the new time when it reconciles: its alarm may
-	// be set only after the step (a fake clock fires no past timer).
-	settle(t, key)
-	got := succeededAfterSoak(t, key, "1", soak)
-	on := names(got)
+	on := firstRevisionSoaked(t, key, 3, soak)
 	waitRevisions(t, vm, on, map[string]string{on[0]: "1", on[1]: "1", on[2]: "1"})
 	mostDown := vms.watchDown(vm)
 
@@ -267,6 +249,30 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// firstRevisionSoaked waits until the FleetVM runs on n clusters, each
+// seen ready on revision 1 (the first revision soaks too, from when each
+// copy was first seen ready on it), steps the clock past the soak, and
+// waits until revision 1 succeeded; it returns the clusters.
+func firstRevisionSoaked(t *testing.T, key client.ObjectKey, n int, soak time.Duration) []string {
+	t.Helper()
+	waitFVM(t, key, fmt.Sprintf("running on %d clusters, ready on revision 1", n), func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		if !running(n)(f) || f.Status.Rollout == nil || f.Status.Rollout.Revision != 1 {
+			return false
+		}
+		for _, c := range f.Status.Clusters {
+			if c.Rollout == nil || c.Rollout.ReadySince == nil {
+				return false
+			}
+		}
+		return true
+	})
+	clock.Step(soak + time.Second)
+	// The hub decides at the new time when it reconciles: its alarm may
+	// be set only after the step (a fake clock fires no past timer).
+	settle(t, key)
+	return names(succeededAfterSoak(t, key, "1", soak))
 }
 
 // givenAfterSoak waits until the hub gave cluster the revision, the
