@@ -143,9 +143,13 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 	// A move's new copy carries its source's revision: the VM moves, not
 	// its change (a Live migration needs the same VM on both sides). It
 	// takes the latest revision in its turn once the move ended.
+	// Both ends of a move under way wait for it to end, held or not (a
+	// Restart move's target runs unheld while the move verifies it).
 	sourceOf := map[string]string{}
+	inMove := map[string]bool{}
 	for _, mv := range s.moves.Decision() {
 		sourceOf[mv.To] = mv.From
+		inMove[mv.From], inMove[mv.To] = true, true
 	}
 	for _, c := range s.outcome.Delivered() {
 		rc := rollout.Cluster{Name: c, Group: groups[c]}
@@ -155,7 +159,8 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 			succeeded = given(from, &src)
 			rc.Given, rc.GivenAt = src.Given, src.GivenAt
 		}
-		_, rc.Moving = moving[c]
+		_, held := moving[c]
+		rc.Moving = held || inMove[c]
 		if rep := s.in.Reports[c]; rep != nil && s.in.Clusters[c].Available == metav1.ConditionTrue {
 			if rep.ObservedGeneration >= rep.Generation {
 				rc.Running = rep.Revision
