@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 //     it.
 //
 // Each move ends Succeeded, and the rollout too, with revision 2 on
-// both copies.
+// both copies: the moved copy soaks again on its new cluster, as any new
+// copy does.
 func TestRolloutAndMovesOneChangeAtATime(t *testing.T) {
 	const ns = "rollout-move"
 	// The soak is shorter than the agents' score validity (20 s): the
@@ -103,7 +105,20 @@ func TestRolloutAndMovesOneChangeAtATime(t *testing.T) {
 	if m.Status.Phase != fleetv1alpha1.MoveSucceeded {
 		t.Fatalf("the move of the soaking copy ended %s: %s", m.Status.Phase, m.Status.Message)
 	}
+	// The moved copy is new on its cluster, and the third cluster took
+	// revision 2 as the soak ended: both soak on it from when the hub
+	// first saw them ready.
 	final := []string{m.Status.To, third}
+	waitFVM(t, key, "both copies soaking revision 2", func(f *fleetv1alpha1.FleetVirtualMachine) bool {
+		for _, c := range final {
+			if r := rolloutOf(f, c); r != nil && (r.Revision != 2 || r.State != "Soaking" || r.ReadySince == nil) {
+				return false
+			}
+		}
+		return running(2)(f) && slices.Equal(names(f), slices.Sorted(slices.Values(final)))
+	})
+	clock.Step(soak + time.Second)
+	settle(t, key)
 	f = succeededAfterSoak(t, key, "2", soak)
 	waitRevisions(t, vm, final, map[string]string{m.Status.To: "2", third: "2"})
 	if got := names(f); len(got) != 2 {

@@ -318,7 +318,12 @@ func afterSoak(t *testing.T, key client.ObjectKey, soak time.Duration, what stri
 		if attempt == 2 {
 			t.Fatalf("not %s after three soaks: %v; rollout %+v", what, err, f.Status.Rollout)
 		}
-		t.Logf("not %s yet: a soak started over; passing another", what)
+		var parts []string
+		for _, c := range f.Status.Clusters {
+			parts = append(parts, fmt.Sprintf("%s %s ready=%t rollout=%+v", c.Cluster, c.Phase, c.Ready, c.Rollout))
+		}
+		t.Logf("not %s yet at %s: a soak started over; passing another (rollout %+v; clusters %v)",
+			what, clock.Now().Format(time.RFC3339), f.Status.Rollout, parts)
 		clock.Step(soak + time.Second)
 		settle(t, key)
 	}
