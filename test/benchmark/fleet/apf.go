@@ -56,6 +56,10 @@ var writeClasses = []writeClass{
 	{Name: "applications", Groups: []string{"argoproj.io"}, Resources: []string{"applications"}},
 	{Name: "configmaps", Groups: []string{""}, Resources: []string{"configmaps"}},
 	{Name: "events", Groups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+	// Reviews are creates that store nothing: the webhook's
+	// SubjectAccessReviews at admission, its SelfSubjectReview (who the
+	// hub is) when it starts.
+	{Name: "reviews", Groups: []string{"authentication.k8s.io", "authorization.k8s.io"}, Resources: []string{"*"}},
 	{Name: "other", Groups: []string{"*"}, Resources: []string{"*"}},
 }
 
@@ -108,7 +112,8 @@ func installFlowSchemas(ctx context.Context, admin client.Client, kube kubernete
 		deletes.Name = deleteSchemaName(c.Name)
 		schemas = append(schemas, deletes, schema(c.Name, int32(11+2*i), rules(writeVerbs)))
 	}
-	schemas = append(schemas, schema(readsClass, 40, flowcontrolv1.PolicyRulesWithSubjects{
+	// Reads match every request, so they come after every write class.
+	schemas = append(schemas, schema(readsClass, 9000, flowcontrolv1.PolicyRulesWithSubjects{
 		ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
 			Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"},
 			ClusterScope: true, Namespaces: []string{flowcontrolv1.NamespaceEvery},

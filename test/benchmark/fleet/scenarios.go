@@ -766,6 +766,12 @@ func (h *harness) restart(ctx context.Context, n int) error {
 	r.add(label+": reads of the hub's /metrics until steady", float64(scrapes), "reads")
 	r.add(label+": hub writes until steady", atSteady.sub(before).writesExceptEvents(), "writes")
 	r.add(label+": hub writes until quiet", quiet.sub(before).writesExceptEvents(), "writes")
+	// Which kinds a restart writes: it should write none.
+	for _, class := range quiet.sub(before).classes() {
+		if class != "events" {
+			r.add(label+": hub writes until quiet: "+class, quiet.sub(before).Writes[class], "writes")
+		}
+	}
 	r.add(label+": hub events until quiet", quiet.sub(before).Writes["events"], "events")
 	r.add(label+": FleetVM reconciles until quiet", recs, "reconciles")
 	addCPURows(r, label+" until steady", splitBefore, splitSteady)
