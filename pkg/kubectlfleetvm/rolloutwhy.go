@@ -62,11 +62,10 @@ func (o *options) explainRollout(ctx context.Context, fvm *fleetv1alpha1.FleetVi
 			if out.note != "" {
 				break
 			}
-			m := rollout.Member{Name: c.Cluster, Labels: mc.Labels, Claims: map[string]string{}}
-			for _, claim := range mc.Status.ClusterClaims {
-				m.Claims[claim.Name] = claim.Value
+			if err != nil { // not found: the cluster is gone
+				mc = nil
 			}
-			members = append(members, m)
+			members = append(members, rollout.MemberOf(c.Cluster, mc))
 		}
 		if out.note != "" {
 			// Without the groups the rule would place every cluster in

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 )
@@ -21,6 +22,20 @@ type Member struct {
 	Name   string
 	Labels map[string]string
 	Claims map[string]string
+}
+
+// MemberOf is what the decision groups read of cluster name, from its
+// ManagedCluster (nil when it is gone: no labels, no claims).
+func MemberOf(name string, mc *clusterv1.ManagedCluster) Member {
+	m := Member{Name: name}
+	if mc != nil {
+		m.Labels = mc.Labels
+		m.Claims = make(map[string]string, len(mc.Status.ClusterClaims))
+		for _, claim := range mc.Status.ClusterClaims {
+			m.Claims[claim.Name] = claim.Value
+		}
+	}
+	return m
 }
 
 // Groups divides the clusters into decision groups as OCM's scheduler

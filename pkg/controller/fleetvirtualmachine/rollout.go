@@ -118,7 +118,8 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		Failed:  prev != nil && prev.Revision == latest.Number && prev.Phase == fleetv1alpha1.RolloutPhase(rollout.Failed),
 	}
 	moving := s.moves.Held(s.reported)
-	groups, err := r.decisionGroups(s)
+	delivered := s.outcome.Delivered()
+	groups, err := decisionGroups(s, delivered)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		sourceOf[mv.To] = mv.From
 		inMove[mv.From], inMove[mv.To] = true, true
 	}
-	for _, c := range s.outcome.Delivered() {
+	for _, c := range delivered {
 		rc := rollout.Cluster{Name: c, Group: groups[c]}
 		succeeded := given(c, &rc)
 		if from, ok := sourceOf[c]; ok && records[c] == nil && !listed[c] {
@@ -253,18 +254,10 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 // decisionGroups are the decision groups of the clusters the VM is
 // delivered to (spec.placement.decisionStrategy, as OCM divides a
 // Placement's decision), from their ManagedClusters' labels and claims.
-func (r *Reconciler) decisionGroups(s *scope) (map[string]rollout.Group, error) {
-	var members []rollout.Member
-	for _, c := range s.outcome.Delivered() {
-		m := rollout.Member{Name: c}
-		if mc := s.obs.Facts[c].Cluster; mc != nil {
-			m.Labels = mc.Labels
-			m.Claims = make(map[string]string, len(mc.Status.ClusterClaims))
-			for _, claim := range mc.Status.ClusterClaims {
-				m.Claims[claim.Name] = claim.Value
-			}
-		}
-		members = append(members, m)
+func decisionGroups(s *scope, delivered []string) (map[string]rollout.Group, error) {
+	members := make([]rollout.Member, 0, len(delivered))
+	for _, c := range delivered {
+		members = append(members, rollout.MemberOf(c, s.obs.Facts[c].Cluster))
 	}
 	groups, err := rollout.Groups(s.fvm.Spec.Placement.DecisionStrategy, members)
 	if err != nil {

@@ -44,7 +44,7 @@ func TestDecisionGroupsReadTheClusters(t *testing.T) {
 			"d": {State: placement.Removing}, "gone": {State: placement.Placed},
 		}},
 	}
-	got, err := (&Reconciler{}).decisionGroups(s)
+	got, err := decisionGroups(s, s.outcome.Delivered())
 	if err != nil {
 		t.Fatal(err)
 	}
