@@ -1,6 +1,7 @@
 package kubectlfleetvm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -207,6 +208,7 @@ func (o *options) rolloutAbort(ctx context.Context, name string) error {
 type revisionContent struct {
 	Template   *runtime.RawExtension              `json:"template"`
 	DiskImages []fleetv1alpha1.DiskImageReference `json:"diskImages,omitempty"`
+	Source     *fleetv1alpha1.GitSource           `json:"source,omitempty"`
 }
 
 // revisions are the FleetVirtualMachine's ControllerRevisions, oldest
@@ -232,11 +234,27 @@ func (o *options) rolloutHistory(ctx context.Context, name string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "REVISION\tCONTROLLERREVISION\tAGE")
+	// A git source's revisions differ by their targetRevision (or the
+	// options it is rendered with): the column says which commit each is.
+	git := fvm.Spec.Source != nil
+	if git {
+		_, _ = fmt.Fprintln(tw, "REVISION\tTARGETREVISION\tCONTROLLERREVISION\tAGE")
+	} else {
+		_, _ = fmt.Fprintln(tw, "REVISION\tCONTROLLERREVISION\tAGE")
+	}
 	for _, cr := range revs {
 		mark := ""
 		if st := fvm.Status.Rollout; st != nil && st.Revision == cr.Revision {
 			mark = " (latest)"
+		}
+		if git {
+			target := "<unknown>"
+			var content revisionContent
+			if err := json.Unmarshal(cr.Data.Raw, &content); err == nil && content.Source != nil {
+				target = cmp.Or(content.Source.TargetRevision, "HEAD")
+			}
+			_, _ = fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\n", cr.Revision, mark, target, cr.Name, age(o.now(), &cr.CreationTimestamp))
+			continue
 		}
 		_, _ = fmt.Fprintf(tw, "%d%s\t%s\t%s\n", cr.Revision, mark, cr.Name, age(o.now(), &cr.CreationTimestamp))
 	}
@@ -263,15 +281,20 @@ func (o *options) rolloutUndo(ctx context.Context, name string, to int64) error 
 		return fmt.Errorf("revision %d of %s/%s is not kept (kubectl fleetvm rollout history %s)", to, o.namespace, name, name)
 	}
 	var content revisionContent
-	if err := json.Unmarshal(revs[i].Data.Raw, &content); err != nil || content.Template == nil {
-		return fmt.Errorf("revision %d of %s/%s (%s) holds no template: %v", to, o.namespace, name, revs[i].Name, err)
+	if err := json.Unmarshal(revs[i].Data.Raw, &content); err != nil || (content.Template == nil) == (content.Source == nil) ||
+		(content.Source != nil) != (fvm.Spec.Source != nil) {
+		return fmt.Errorf("revision %d of %s/%s (%s) holds no %s: %v", to, o.namespace, name, revs[i].Name, specKind(fvm), err)
 	}
-	// A JSON patch: the template is replaced whole (a merge patch would
-	// keep the fields the revision does not have), and only while the
-	// object is as read.
+	// A JSON patch: the template (or git source) is replaced whole (a
+	// merge patch would keep the fields the revision does not have), and
+	// only while the object is as read.
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": fvm.ResourceVersion},
-		{"op": "replace", "path": "/spec/template", "value": content.Template},
+	}
+	if content.Source != nil {
+		ops = append(ops, map[string]any{"op": "replace", "path": "/spec/source", "value": content.Source})
+	} else {
+		ops = append(ops, map[string]any{"op": "replace", "path": "/spec/template", "value": content.Template})
 	}
 	switch {
 	case len(content.DiskImages) > 0:
@@ -286,6 +309,14 @@ func (o *options) rolloutUndo(ctx context.Context, name string, to int64) error 
 	if err := o.client.Patch(ctx, fvm, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldManager)); err != nil {
 		return explainError(err, kindFVM, o.namespace, name)
 	}
-	_, _ = fmt.Fprintf(o.out, "fleetvirtualmachine.fleetvm.io/%s rolled back to the template of revision %d\n", name, to)
+	_, _ = fmt.Fprintf(o.out, "fleetvirtualmachine.fleetvm.io/%s rolled back to the %s of revision %d\n", name, specKind(fvm), to)
 	return nil
+}
+
+// specKind names what a revision of fvm holds.
+func specKind(fvm *fleetv1alpha1.FleetVirtualMachine) string {
+	if fvm.Spec.Source != nil {
+		return "git source"
+	}
+	return "template"
 }

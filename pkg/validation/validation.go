@@ -89,8 +89,7 @@ func FleetVirtualMachine(fvm *fleetv1alpha1.FleetVirtualMachine, opts Options) (
 }
 
 // rolloutRules checks spec.rollout: the strategy (rollout.Validate
-// refuses what OCM's helper would read as something else), and an inline
-// template, the only source whose revisions FleetVM keeps; and
+// refuses what OCM's helper would read as something else); and
 // spec.placement.decisionStrategy, the decision groups a rollout reads
 // (rollout.ValidateDecisionStrategy).
 func rolloutRules(fvm *fleetv1alpha1.FleetVirtualMachine) field.ErrorList {
@@ -100,12 +99,7 @@ func rolloutRules(fvm *fleetv1alpha1.FleetVirtualMachine) field.ErrorList {
 	if fvm.Spec.Rollout == nil {
 		return errs
 	}
-	errs = append(errs, rollout.Validate(fvm.Spec.Rollout, path)...)
-	if fvm.Spec.Source != nil {
-		errs = append(errs, field.Forbidden(path, "rolls out an inline spec.template only: with spec.source, a git commit or tag "+
-			"(targetRevision) is the revision and reaches every cluster as Argo CD syncs it"))
-	}
-	return errs
+	return append(errs, rollout.Validate(fvm.Spec.Rollout, path)...)
 }
 
 // namespaceReferences refuses every reference of the VM to an object in

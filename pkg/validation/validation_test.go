@@ -77,15 +77,14 @@ func TestFleetVirtualMachine(t *testing.T) {
 			want: []string{"FieldValueInvalid spec.placement.decisionStrategy.groupStrategy.clustersPerDecisionGroup",
 				"FieldValueInvalid spec.rollout.progressivePerGroup.mandatoryDecisionGroups[0].groupName"},
 		},
-		"rollout of a git source": {
+		"rollout of a git source: its targetRevision and options are the revision": {
 			fvm: func() *fleetv1alpha1.FleetVirtualMachine {
 				f := fvm("db", "", "")
 				f.Spec.Template = nil
-				f.Spec.Source = &fleetv1alpha1.GitSource{RepoURL: "https://git.example.com/vms.git", Path: "db"}
+				f.Spec.Source = &fleetv1alpha1.GitSource{RepoURL: "https://git.example.com/vms.git", Path: "db", TargetRevision: "v1"}
 				f.Spec.Rollout = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
 				return f
 			}(),
-			want: []string{"FieldValueForbidden spec.rollout"},
 		},
 		"unknown field in the VMI spec, which KubeVirt decodes leniently": {
 			fvm:  fvm("db", "", `{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"},"devices":{}},"nodeSelectr":{}}}}`),

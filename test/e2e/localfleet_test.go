@@ -67,6 +67,12 @@ func run(m *testing.M) int {
 			cloneRepo:  filepath.Join(root, "test", "testdata", "git", "clone"),
 			reachRepo:  filepath.Join(root, "test", "testdata", "git", "reach"),
 		},
+		GitHistories: map[string][]string{
+			rolloutRepo: {
+				filepath.Join(root, "test", "testdata", "git", "rollout", "v1"),
+				filepath.Join(root, "test", "testdata", "git", "rollout", "v2"),
+			},
+		},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the local fleet: %v\nArgo CD logs: %s\n", err, logDir)
@@ -187,6 +193,20 @@ func TestRolloutStrategies(t *testing.T) {
 	})
 }
 
+// TestRolloutGitSource rolls a git source from one tag to the next over
+// the two prod clusters, one at a time, and back, with real Argo CD.
+func TestRolloutGitSource(t *testing.T) {
+	checkArgoCD(t)
+	RolloutGitSpec(t, LifecycleInput{
+		Hub:           fleet.Hub.Client,
+		Spokes:        spokes(),
+		ArgoNamespace: localfleet.ArgoNamespace,
+		Namespace:     "e2e-rollout-git",
+		Environment:   "prod",
+		Timeout:       timeout,
+	}, fleet.GitRepoURLs[rolloutRepo])
+}
+
 // TestExamples applies examples/ as `make run` does and waits for all of
 // them to be Ready; the git example must pick each cluster's overlay.
 func TestExamples(t *testing.T) {
@@ -269,6 +289,9 @@ const (
 	escapeRepo = "escape.git"
 	cloneRepo  = "clone.git"
 	reachRepo  = "reach.git"
+	// rolloutRepo holds two commits, tagged v1 and v2
+	// (test/testdata/git/rollout): the VM with 1Gi, then 2Gi.
+	rolloutRepo = "rollout.git"
 )
 
 // TestGitSourceConfined: a team's FleetVirtualMachine whose git repository

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -187,6 +189,120 @@ func RolloutStrategiesSpec(t *testing.T, in LifecycleInput) {
 	t.Logf("abort during a soak: RolledBack in %s, %s restarted on revision 5", times["abort"].Round(100*time.Millisecond), decided[0])
 	t.Logf("strategies on %v with Argo CD: %v", decided, times)
 	deleteFVM(t, in, fvm)
+}
+
+// RolloutGitSpec rolls a git source (repoURL, tags v1 and v2 of a VM
+// named rolled-git, 1Gi then 2Gi) from v1 to v2 under a Progressive
+// rollout, one cluster at a time with a short soak, through real Argo CD:
+// each cluster's Application is given its revision's targetRevision, so
+// the first cluster runs v2 while the second still runs v1; never both
+// down at once, as the spokes show. Then back to v1 (what undo writes),
+// as revision 3.
+func RolloutGitSpec(t *testing.T, in LifecycleInput, repoURL string) {
+	in.Clusters = 2
+	const soak = 3 * time.Second
+	fvm := &fleetv1alpha1.FleetVirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "rolled-git", Namespace: in.Namespace},
+		Spec: fleetv1alpha1.FleetVirtualMachineSpec{
+			Source:         &fleetv1alpha1.GitSource{RepoURL: repoURL, Path: ".", TargetRevision: "v1"},
+			Placement:      fleetv1alpha1.FleetPlacement{Environment: in.Environment, Clusters: ptr.To(in.Clusters)},
+			RunStrategy:    fleetv1alpha1.RunStrategyAlways,
+			DeletionPolicy: fleetv1alpha1.DeletionPolicyDelete,
+			Rollout: &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive, Progressive: &clusterv1alpha1.RolloutProgressive{
+				MaxConcurrency: intstr.FromInt32(1),
+				RolloutConfig:  clusterv1alpha1.RolloutConfig{MinSuccessTime: metav1.Duration{Duration: soak}},
+			}},
+		},
+	}
+	apply(t, in, fvm)
+	got := waitRollout(t, in, fvm, 1, "Succeeded")
+	var decided []string
+	for _, c := range got.Status.Clusters {
+		decided = append(decided, c.Cluster)
+	}
+	slices.Sort(decided)
+	if len(decided) != 2 {
+		t.Fatalf("revision 1 succeeded on %v, want 2 clusters", decided)
+	}
+	for _, c := range decided {
+		waitSpokeVM(t, in, fvm, c, "ready on revision 1", func(vm *kubevirtv1.VirtualMachine) bool {
+			return vm.Status.Ready && vm.Labels[fleetv1alpha1.LabelRevision] == "1"
+		})
+		waitMemory(t, in, fvm, c, "1Gi")
+	}
+
+	// v2, one cluster at a time: while the first soaks on v2, the second
+	// is given v1 still (its Application's targetRevision).
+	w := watchSpokes(t, in, fvm, decided, "2")
+	start := time.Now()
+	patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) { f.Spec.Source.TargetRevision = "v2" })
+	var first string
+	waitFVM(t, in, fvm, "one cluster soaking revision 2, the other waiting on 1", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+		for i, c := range decided {
+			other := decided[1-i]
+			if r, o := rolloutOf(f, c), rolloutOf(f, other); r != nil && r.Revision == 2 && r.State == "Soaking" && o != nil && o.Revision == 1 {
+				first = c
+				return nil
+			}
+		}
+		return fmt.Errorf("clusters %+v", f.Status.Clusters)
+	})
+	second := decided[0]
+	if second == first {
+		second = decided[1]
+	}
+	targets := applicationTargets(t, in, fvm)
+	if targets[first] != "v2" || targets[second] != "v1" {
+		t.Errorf("while %s soaks revision 2: Applications' targetRevision %v, want %s on v2 and %s on v1", first, targets, first, second)
+	}
+	if m := memoryOf(t, in, fvm, second); m != "1Gi" {
+		t.Errorf("%s runs %s while %s soaks revision 2, want v1's 1Gi", second, m, first)
+	}
+	waitRollout(t, in, fvm, 2, "Succeeded")
+	took, mostDown, arrived := w.stop()
+	for _, c := range decided {
+		waitMemory(t, in, fvm, c, "2Gi")
+	}
+	if mostDown != 1 {
+		t.Errorf("at most %d down at once, want 1 (one restart at a time)", mostDown)
+	}
+	if a, b := arrived[first], arrived[second]; a == 0 || b < a+soak {
+		t.Errorf("%s ready on revision 2 after %s, %s after %s: want the second after the first's soak of %s", first, a, second, b, soak)
+	}
+	t.Logf("git source v1 -> v2, Progressive (maxConcurrency 1, minSuccessTime %s) over %v: %s in all; ready again on revision 2 after %v; at most %d down at once",
+		soak, decided, took.Round(100*time.Millisecond), arrived, mostDown)
+
+	// Back to v1, as undo writes it: a new revision, rolled out the same way.
+	w = watchSpokes(t, in, fvm, decided, "3")
+	patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) { f.Spec.Source.TargetRevision = "v1" })
+	waitRollout(t, in, fvm, 3, "Succeeded")
+	took, mostDown, _ = w.stop()
+	for _, c := range decided {
+		waitMemory(t, in, fvm, c, "1Gi")
+	}
+	if mostDown != 1 {
+		t.Errorf("back to v1: at most %d down at once, want 1", mostDown)
+	}
+	t.Logf("git source back to v1 as revision 3: %s (%s since the first change)", took.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	deleteFVM(t, in, fvm)
+}
+
+// applicationTargets is the targetRevision of each cluster's Application.
+func applicationTargets(t *testing.T, in LifecycleInput, fvm *fleetv1alpha1.FleetVirtualMachine) map[string]string {
+	t.Helper()
+	var apps argov1alpha1.ApplicationList
+	if err := in.Hub.List(t.Context(), &apps, client.InNamespace(in.ArgoNamespace), client.MatchingLabels{
+		fleetv1alpha1.LabelFleetVMName: fvm.Name, fleetv1alpha1.LabelFleetVMNamespace: fvm.Namespace,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range apps.Items {
+		if a.Spec.Source != nil {
+			out[a.Spec.Destination.Name] = a.Spec.Source.TargetRevision
+		}
+	}
+	return out
 }
 
 // spokeWatch follows a VM's copies on the spokes while a change rolls

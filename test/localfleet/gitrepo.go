@@ -18,7 +18,7 @@ const GitRepoName = "fleetvm-examples.git"
 
 // gitRepo serves, on loopback, git repositories made from folders of the
 // FleetVM repository (examples/git, and test data): one commit on branch
-// main each, served over git's smart HTTP protocol by `git http-backend`,
+// main each, or a history of commits tagged by folder, served over git's smart HTTP protocol by `git http-backend`,
 // the server side that ships with git. Argo CD's repo server clones them as
 // it would any remote repository.
 type gitRepo struct {
@@ -28,29 +28,55 @@ type gitRepo struct {
 }
 
 // serveGit commits the files of each folder of repos (repository name →
-// folder) into a bare repository in dir and serves them on addr
-// (127.0.0.1:0 picks a free port).
-func serveGit(repos map[string]string, dir, addr string) (*gitRepo, error) {
+// folder) into a bare repository in dir, and those of each history
+// (repository name → folders) one commit per folder in order, each tagged
+// with its folder's name, and serves them on addr (127.0.0.1:0 picks a
+// free port).
+func serveGit(repos map[string]string, histories map[string][]string, dir, addr string) (*gitRepo, error) {
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git sources need git on PATH (Argo CD's repo server runs it too): %w", err)
 	}
 	root := filepath.Join(dir, "served")
+	all := map[string][]string{}
 	for name, src := range repos {
+		all[name] = []string{src}
+	}
+	for name, srcs := range histories {
+		if _, ok := all[name]; ok || len(srcs) == 0 {
+			return nil, fmt.Errorf("git repository %s: served twice, or a history of no commit", name)
+		}
+		all[name] = srcs
+	}
+	for name, srcs := range all {
 		work := filepath.Join(dir, "work", name)
-		if err := copyTree(src, work); err != nil {
+		if err := runGit(gitPath, "init", "--quiet", "--initial-branch=main", work); err != nil {
 			return nil, err
 		}
-		for _, args := range [][]string{
-			{"init", "--quiet", "--initial-branch=main", work},
-			{"-C", work, "add", "--all"},
-			{"-C", work, "-c", "user.name=FleetVM local fleet", "-c", "user.email=localfleet@fleetvm.invalid",
-				"commit", "--quiet", "--no-gpg-sign", "-m", "FleetVM " + name},
-			{"clone", "--quiet", "--bare", work, filepath.Join(root, name)},
-		} {
-			if err := runGit(gitPath, args...); err != nil {
+		for _, src := range srcs {
+			// Each commit holds exactly its folder's files.
+			if err := runGit(gitPath, "-C", work, "rm", "-r", "--quiet", "--ignore-unmatch", "."); err != nil {
 				return nil, err
 			}
+			if err := copyTree(src, work); err != nil {
+				return nil, err
+			}
+			steps := [][]string{
+				{"-C", work, "add", "--all"},
+				{"-C", work, "-c", "user.name=FleetVM local fleet", "-c", "user.email=localfleet@fleetvm.invalid",
+					"commit", "--quiet", "--no-gpg-sign", "-m", "FleetVM " + name + " " + filepath.Base(src)},
+			}
+			if _, history := histories[name]; history {
+				steps = append(steps, []string{"-C", work, "tag", filepath.Base(src)})
+			}
+			for _, args := range steps {
+				if err := runGit(gitPath, args...); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := runGit(gitPath, "clone", "--quiet", "--bare", work, filepath.Join(root, name)); err != nil {
+			return nil, err
 		}
 	}
 
@@ -67,7 +93,7 @@ func serveGit(repos map[string]string, dir, addr string) (*gitRepo, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/git/", backend)
 	g := &gitRepo{URLs: map[string]string{}, server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	for name := range repos {
+	for name := range all {
 		g.URLs[name] = fmt.Sprintf("http://%s/git/%s", l.Addr(), name)
 	}
 	go func() { _ = g.server.Serve(l) }()

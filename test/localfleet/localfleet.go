@@ -145,6 +145,10 @@ type Options struct {
 	// GitRepos are more git repositories to serve beside examples/git:
 	// repository name ("<name>.git") → folder (tests serve test data).
 	GitRepos map[string]string
+	// GitHistories are git repositories of several commits: repository
+	// name → folders, committed in order, each tagged with its folder's
+	// name (a rollout from one tag to the next).
+	GitHistories map[string][]string
 	// GracePeriod is fleetvm-hub's --removal-grace-period; 1m when 0.
 	GracePeriod time.Duration
 	// SimulatorStepDelay is the KubeVirt simulator's delay between status
@@ -278,7 +282,7 @@ func Start(ctx context.Context, opts Options) (f *Fleet, err error) {
 	for name, dir := range opts.GitRepos {
 		repos[name] = dir
 	}
-	if f.git, err = serveGit(repos, filepath.Join(env.Dir(), "git"), opts.GitAddr); err != nil {
+	if f.git, err = serveGit(repos, opts.GitHistories, filepath.Join(env.Dir(), "git"), opts.GitAddr); err != nil {
 		return f, err
 	}
 	f.GitRepoURL, f.GitRepoURLs = f.git.URLs[GitRepoName], f.git.URLs

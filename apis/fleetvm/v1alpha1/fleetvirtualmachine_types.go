@@ -120,16 +120,16 @@ type FleetVirtualMachineSpec struct {
 	// +optional
 	Delivery Delivery `json:"delivery,omitempty"`
 
-	// rollout is how a change of the VM (template or diskImages) reaches
-	// its clusters: OCM's RolloutStrategy
+	// rollout is how a change of the VM (template, diskImages, or a git
+	// source's targetRevision and options) reaches its clusters: OCM's RolloutStrategy
 	// (cluster.open-cluster-management.io/v1alpha1), with its field names
 	// and meanings. Set, every change is a revision (a ControllerRevision
 	// beside this object), each cluster is given the new revision in its
 	// turn and succeeds once its VM runs it ready for minSuccessTime;
 	// status.rollout says where the rollout stands. Omitted, a change
-	// reaches every cluster at once and no revision is kept. Only an
-	// inline template rolls out so far: with a git source the repository's
-	// history is the revision. docs/user-guide/rollouts.md has the rules
+	// reaches every cluster at once and no revision is kept. A git
+	// source's Helm chart must label its VMs fleetvm.io/revision from the
+	// parameter fleetvm.revision. docs/user-guide/rollouts.md has the rules
 	// where FleetVM differs from OCM's helper.
 	// +optional
 	Rollout *clusterv1alpha1.RolloutStrategy `json:"rollout,omitempty"`

@@ -52,7 +52,7 @@ type rolloutPlan struct {
 // delivers it.
 func (r *Reconciler) planRollout(ctx context.Context, s *scope) {
 	fvm := s.fvm
-	if fvm.Spec.Rollout == nil || fvm.Spec.Template == nil {
+	if fvm.Spec.Rollout == nil {
 		return
 	}
 	plan, err := r.decideRollout(ctx, s)

@@ -119,3 +119,68 @@ prod-c   1         ToApply   -      -            waits for a place: 1 of maxConc
 		t.Errorf("undo: generation %d, want one write (%d)", after.Generation, before.Generation+1)
 	}
 }
+
+// TestRolloutUndoGitSource: a git source's revisions are its targetRevision
+// and options. history names each revision's targetRevision; undo puts
+// an earlier revision's source back whole (a label only the later one
+// has goes), in one write.
+func TestRolloutUndoGitSource(t *testing.T) {
+	ns := namespace(t, "rollout-git")
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	source := func(tag string, labels map[string]string) *fleetv1alpha1.GitSource {
+		return &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "db", TargetRevision: tag,
+			Kustomize: &fleetv1alpha1.KustomizeOptions{CommonLabels: labels}}
+	}
+	v1 := source("v1", map[string]string{"old": "yes"})
+	fvm := utiltesting.MakeFleetVM(ns, "db").Clusters(2).Rollout(clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}).Obj()
+	fvm.Spec.Template, fvm.Spec.Source = nil, source("v2", map[string]string{"tier": "new"})
+	create(t, fvm)
+	fvm = get(t, ns, "db")
+	for n, src := range map[int64]*fleetv1alpha1.GitSource{1: v1, 2: fvm.Spec.Source} {
+		data, err := json.Marshal(map[string]any{"template": nil, "source": src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr := &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-" + string(rune('0'+n)),
+				Labels: map[string]string{fleetv1alpha1.LabelFleetVMName: "db", fleetv1alpha1.LabelFleetVMNamespace: ns}},
+			Data: runtime.RawExtension{Raw: data}, Revision: n,
+		}
+		if err := controllerutil.SetControllerReference(fvm, cr, fleet.Hub.Client.Scheme()); err != nil {
+			t.Fatal(err)
+		}
+		create(t, cr)
+	}
+	if err := setStatus(t.Context(), ns, "db", func(f *fleetv1alpha1.FleetVirtualMachine) {
+		f.Status.Clusters = clusters(fleetv1alpha1.ClusterPhaseRunning, "prod-a", "prod-b")
+		f.Status.Rollout = &fleetv1alpha1.RolloutStatus{Revision: 2, PreviousRevision: 1, Hash: "h", Phase: "Succeeded", Updated: 2}
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	res := kubectl(t, now, "-n", ns, "rollout", "history", "db")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for _, want := range []string{"REVISION  TARGETREVISION  CONTROLLERREVISION", "1         v1              db-1", "2 (latest)  v2"} {
+		if !strings.Contains(strings.Join(strings.Fields(lines(res.out)), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("rollout history does not say %q:\n%s", want, res.out)
+		}
+	}
+
+	before := get(t, ns, "db")
+	res = kubectl(t, now, "-n", ns, "rollout", "undo", "db")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if !strings.Contains(res.out, "rolled back to the git source of revision 1") {
+		t.Errorf("undo said %q", res.out)
+	}
+	after := get(t, ns, "db")
+	if diff := cmp.Diff(v1, after.Spec.Source); diff != "" {
+		t.Errorf("undo: source is not revision 1's, whole (-want +got):\n%s", diff)
+	}
+	if after.Spec.Template != nil || after.Spec.Rollout == nil || after.Generation != before.Generation+1 {
+		t.Errorf("undo: template %v, rollout %v, generation %d (want one write after %d)", after.Spec.Template, after.Spec.Rollout, after.Generation, before.Generation)
+	}
+}

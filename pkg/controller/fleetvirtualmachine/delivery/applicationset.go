@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,11 +69,16 @@ type Revision struct {
 	Number     int64                              `json:"-"`
 	Template   *runtime.RawExtension              `json:"template"`
 	DiskImages []fleetv1alpha1.DiskImageReference `json:"diskImages,omitempty"`
+	// Source is a git source's revision: its targetRevision (the commit,
+	// tag or branch) and the options Argo CD renders it with. Nil for an
+	// inline template, so a template revision's content (and hash) is as
+	// it always was.
+	Source *fleetv1alpha1.GitSource `json:"source,omitempty"`
 }
 
 // RevisionOf is the revision fvm's spec is now, numbered n.
 func RevisionOf(fvm *fleetv1alpha1.FleetVirtualMachine, n int64) *Revision {
-	return &Revision{Number: n, Template: fvm.Spec.Template, DiskImages: fvm.Spec.DiskImages}
+	return &Revision{Number: n, Template: fvm.Spec.Template, DiskImages: fvm.Spec.DiskImages, Source: fvm.Spec.Source}
 }
 
 // Hash identifies the revision's content (not its number): the first 16
@@ -212,6 +220,7 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 	if err != nil {
 		return nil, err
 	}
+	var templatePatch *string
 	runStrategy := string(fvm.Spec.RunStrategy)
 	if held {
 		runStrategy = runStrategyParam
@@ -283,27 +292,13 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 				argov1alpha1.HelmParameter{Name: "dataVolumeTemplates", Value: dataVolumesParam, ForceString: true})
 		}
 	default:
-		src := fvm.Spec.Source
-		spec.Source = &argov1alpha1.ApplicationSource{
-			RepoURL:        src.RepoURL,
-			Path:           strings.ReplaceAll(escapeTemplate(src.Path), escapeTemplate(environmentPlaceholder), "{{.environment}}"),
-			TargetRevision: escapeTemplate(src.TargetRevision),
-		}
-		if src.Helm != nil {
-			spec.Source.Helm = &argov1alpha1.ApplicationSourceHelm{
-				ReleaseName: vm.Name,
-				ValueFiles:  escapeStrings(src.Helm.ValueFiles),
-				Values:      escapeTemplate(src.Helm.Values),
-				Parameters: []argov1alpha1.HelmParameter{
-					{Name: "fleetvm.cluster", Value: "{{.name}}"},
-					{Name: "fleetvm.runStrategy", Value: runStrategy},
-				},
+		spec.Source = r.gitSource(fvm, fvm.Spec.Source, runStrategy, held, revisions != nil, escapeTemplate)
+		if len(revisions) > 0 {
+			patch, err := r.gitRevisionsPatch(fvm, runStrategy, held, revisions)
+			if err != nil {
+				return nil, err
 			}
-			if held {
-				spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.hold", Value: holdParam, ForceString: true})
-			}
-		} else {
-			spec.Source.Kustomize = r.kustomize(fvm, runStrategy, held)
+			templatePatch = &patch
 		}
 	}
 
@@ -317,6 +312,7 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		Spec: argov1alpha1.ApplicationSetSpec{
 			GoTemplate:        true,
 			GoTemplateOptions: []string{"missingkey=error"},
+			TemplatePatch:     templatePatch,
 			Generators:        []argov1alpha1.ApplicationSetGenerator{{List: &argov1alpha1.ListGenerator{Elements: elements}}},
 			Template: argov1alpha1.ApplicationSetTemplate{
 				ApplicationSetTemplateMeta: argov1alpha1.ApplicationSetTemplateMeta{
@@ -398,30 +394,103 @@ func ReleaseName(vmName string) string {
 	return strings.TrimRight(vmName[:helmMax-HashLength-1], "-.") + "-" + hex.EncodeToString(sum[:])[:HashLength]
 }
 
+// gitSource is the Application source of a git source, its strings
+// escaped with esc. With revisions (spec.rollout), each VM is labelled
+// with its cluster's revision (fleetv1alpha1.LabelRevision): through the
+// kustomize patch, or the Helm parameter fleetvm.revision, which the
+// chart sets as the label.
+func (r Renderer) gitSource(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argov1alpha1.ApplicationSource {
+	out := &argov1alpha1.ApplicationSource{
+		RepoURL:        src.RepoURL,
+		Path:           strings.ReplaceAll(esc(src.Path), esc(environmentPlaceholder), "{{.environment}}"),
+		TargetRevision: esc(src.TargetRevision),
+	}
+	if src.Helm == nil {
+		out.Kustomize = r.kustomize(fvm, src, runStrategy, held, revisions, esc)
+		return out
+	}
+	vm := vmclaim.Identity(fvm)
+	out.Helm = &argov1alpha1.ApplicationSourceHelm{
+		ReleaseName: vm.Name,
+		ValueFiles:  mapStrings(src.Helm.ValueFiles, esc),
+		Values:      esc(src.Helm.Values),
+		Parameters: []argov1alpha1.HelmParameter{
+			{Name: "fleetvm.cluster", Value: "{{.name}}"},
+			{Name: "fleetvm.runStrategy", Value: runStrategy},
+		},
+	}
+	if held {
+		out.Helm.Parameters = append(out.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.hold", Value: holdParam, ForceString: true})
+	}
+	if revisions {
+		out.Helm.Parameters = append(out.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.revision", Value: revisionParam, ForceString: true})
+	}
+	return out
+}
+
+// gitRevisionsPatch is the ApplicationSet's templatePatch while some
+// clusters are given an older revision of a git source: for each such
+// revision, the strategic merge patch that turns the template's source
+// (the latest revision) into that revision's, chosen by the element's
+// revision. Argo CD renders it per Application and patches the
+// Application with it; a cluster on the latest revision gets an empty
+// patch. Argo CD renders the patch as a Go template too: strings are
+// escaped with a raw-string action, which survives JSON.
+func (r Renderer) gitRevisionsPatch(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy string, held bool, revisions map[int64]*Revision) (string, error) {
+	latest, err := json.Marshal(r.gitSource(fvm, fvm.Spec.Source, runStrategy, held, true, escapeTemplateJSON))
+	if err != nil {
+		return "", fmt.Errorf("encode source: %w", err)
+	}
+	numbers := slices.Sorted(maps.Keys(revisions))
+	var b strings.Builder
+	for i, n := range slices.Backward(numbers) {
+		older, err := json.Marshal(r.gitSource(fvm, revisions[n].Source, runStrategy, held, true, escapeTemplateJSON))
+		if err != nil {
+			return "", fmt.Errorf("encode revision %d's source: %w", n, err)
+		}
+		patch, err := strategicpatch.CreateTwoWayMergePatch(latest, older, argov1alpha1.ApplicationSource{})
+		if err != nil {
+			return "", fmt.Errorf("revision %d's source patch: %w", n, err)
+		}
+		if i == len(numbers)-1 {
+			b.WriteString("{{- if eq .revision \"")
+		} else {
+			b.WriteString("{{- else if eq .revision \"")
+		}
+		fmt.Fprintf(&b, "%d\" }}\n{\"spec\":{\"source\":%s}}\n", n, patch)
+	}
+	b.WriteString("{{- else }}\n{}\n{{- end }}\n")
+	return b.String(), nil
+}
+
 // kustomize makes every VM of a git source carry the FleetVM and cluster
-// labels, and forces spec.runStrategy over what git says.
-func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, runStrategy string, held bool) *argov1alpha1.ApplicationSourceKustomize {
+// labels, and forces spec.runStrategy over what git says; with revisions,
+// it labels each VM with its cluster's revision.
+func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argov1alpha1.ApplicationSourceKustomize {
 	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
-	if o := fvm.Spec.Source.Kustomize; o != nil {
-		k.NamePrefix = escapeTemplate(o.NamePrefix)
+	if o := src.Kustomize; o != nil {
+		k.NamePrefix = esc(o.NamePrefix)
 		for key, v := range o.CommonLabels {
-			k.CommonLabels[escapeTemplate(key)] = escapeTemplate(v)
+			k.CommonLabels[esc(key)] = esc(v)
 		}
 	}
 	for key, v := range OwnerLabels(fvm) {
 		k.CommonLabels[key] = v
 	}
 	k.CommonLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
+	meta := "metadata:\n  name: any\n"
+	if revisions {
+		meta += fmt.Sprintf("  labels:\n    %s: %q\n", fleetv1alpha1.LabelRevision, revisionParam)
+	}
+	if held {
+		meta += fmt.Sprintf("  annotations:\n    %s: %q\n", fleetv1alpha1.AnnotationHold, holdParam)
+	}
 	k.Patches = argov1alpha1.KustomizePatches{{
 		Target: &argov1alpha1.KustomizeSelector{KustomizeResId: argov1alpha1.KustomizeResId{
 			KustomizeGvk: argov1alpha1.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
 		}},
-		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\nspec:\n  running: null\n  runStrategy: %s\n", runStrategy),
+		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\n%sspec:\n  running: null\n  runStrategy: %s\n", meta, runStrategy),
 	}}
-	if held {
-		k.Patches[0].Patch = fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: any\n  annotations:\n    %s: %q\nspec:\n  running: null\n  runStrategy: %s\n",
-			fleetv1alpha1.AnnotationHold, holdParam, runStrategy)
-	}
 	return k
 }
 
@@ -477,8 +546,11 @@ func (r Renderer) revisions(fvm *fleetv1alpha1.FleetVirtualMachine, targets []Ta
 		case t.Revision == nil:
 			return nil, fmt.Errorf("cluster %s is given no revision", t.Name)
 		case t.Revision.Number != latest.Revision:
-			if t.Revision.Template == nil {
+			if fvm.Spec.Template != nil && t.Revision.Template == nil {
 				return nil, fmt.Errorf("revision %d has no template", t.Revision.Number)
+			}
+			if fvm.Spec.Source != nil && t.Revision.Source == nil {
+				return nil, fmt.Errorf("revision %d has no git source", t.Revision.Number)
 			}
 			out[t.Revision.Number] = t.Revision
 		}
@@ -682,13 +754,19 @@ func escapeTemplate(s string) string {
 	return strings.ReplaceAll(s, "{{", `{{"{{"}}`)
 }
 
-func escapeStrings(in []string) []string {
+// escapeTemplateJSON escapes s for a Go template that is JSON text too:
+// the action prints a raw string, which holds no quote to escape.
+func escapeTemplateJSON(s string) string {
+	return strings.ReplaceAll(s, "{{", "{{`{{`}}")
+}
+
+func mapStrings(in []string, f func(string) string) []string {
 	if in == nil {
 		return nil
 	}
 	out := make([]string, len(in))
 	for i, s := range in {
-		out[i] = escapeTemplate(s)
+		out[i] = f(s)
 	}
 	return out
 }
