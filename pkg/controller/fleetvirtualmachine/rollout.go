@@ -1,6 +1,7 @@
 package fleetvirtualmachine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -177,6 +178,10 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		}
 		switch {
 		case rc.Running != rc.Given || !rc.Ready || rc.Failure != "" || rc.RestartRequired:
+			if rec := records[c]; rec != nil && rec.State == string(rollout.Soaking) && rec.ReadySince != nil {
+				r.Recorder.Eventf(fvm, "Normal", "RolloutSoakRestarted", "cluster %s: the soak of revision %d starts over: %s",
+					c, rc.Given, soakBroken(rc, s.in.Reports[c], s.in.Clusters[c].Available))
+			}
 			rc.ReadySince = time.Time{}
 		case succeeded:
 			// Its soak passed when it succeeded.
@@ -249,6 +254,27 @@ func (r *Reconciler) decideRollout(ctx context.Context, s *scope) (*rolloutPlan,
 		out.record.Clusters[p.Name] = rec
 	}
 	return out, nil
+}
+
+// soakBroken says why a soaking cluster is not counted ready on its
+// revision: what an operator reads in the RolloutSoakRestarted event.
+func soakBroken(rc rollout.Cluster, rep *fleetv1alpha1.VMState, available metav1.ConditionStatus) string {
+	switch {
+	case rep == nil:
+		return "its cluster's agent reports no VM"
+	case available != metav1.ConditionTrue:
+		return fmt.Sprintf("its cluster is not available (%s): the report is not fresh", cmp.Or(string(available), "unknown"))
+	case rep.ObservedGeneration < rep.Generation:
+		return fmt.Sprintf("KubeVirt has not observed the VM's spec yet (generation %d, observed %d)", rep.Generation, rep.ObservedGeneration)
+	case rc.Running != rc.Given:
+		return fmt.Sprintf("its VM runs revision %d", rc.Running)
+	case rc.Failure != "":
+		return "its VM reports " + rc.Failure
+	case rc.RestartRequired:
+		return "its VM needs a restart (RestartRequired)"
+	default:
+		return fmt.Sprintf("its VM is not ready (%s)", cmp.Or(rep.PrintableStatus, "no status"))
+	}
 }
 
 // decisionGroups are the decision groups of the clusters the VM is

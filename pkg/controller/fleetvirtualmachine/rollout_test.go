@@ -1,6 +1,7 @@
 package fleetvirtualmachine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/rollout"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
@@ -53,5 +55,30 @@ func TestDecisionGroupsReadTheClusters(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decision groups (-want +got):\n%s", diff)
+	}
+}
+
+// TestSoakBroken: the RolloutSoakRestarted event names why a soaking
+// cluster is not counted ready on its revision.
+func TestSoakBroken(t *testing.T) {
+	ready := &fleetv1alpha1.VMState{Generation: 2, ObservedGeneration: 2, Ready: true, PrintableStatus: "Running"}
+	cases := []struct {
+		rc        rollout.Cluster
+		rep       *fleetv1alpha1.VMState
+		available metav1.ConditionStatus
+		want      string
+	}{
+		{rollout.Cluster{Given: 2}, nil, metav1.ConditionTrue, "reports no VM"},
+		{rollout.Cluster{Given: 2}, ready, metav1.ConditionUnknown, "not available (Unknown)"},
+		{rollout.Cluster{Given: 2}, &fleetv1alpha1.VMState{Generation: 3, ObservedGeneration: 2}, metav1.ConditionTrue, "generation 3, observed 2"},
+		{rollout.Cluster{Given: 2, Running: 1}, ready, metav1.ConditionTrue, "runs revision 1"},
+		{rollout.Cluster{Given: 2, Running: 2, Failure: "CrashLoopBackOff"}, ready, metav1.ConditionTrue, "reports CrashLoopBackOff"},
+		{rollout.Cluster{Given: 2, Running: 2, RestartRequired: true}, ready, metav1.ConditionTrue, "RestartRequired"},
+		{rollout.Cluster{Given: 2, Running: 2}, &fleetv1alpha1.VMState{Generation: 2, ObservedGeneration: 2, PrintableStatus: "Starting"}, metav1.ConditionTrue, "not ready (Starting)"},
+	}
+	for _, tc := range cases {
+		if got := soakBroken(tc.rc, tc.rep, tc.available); !strings.Contains(got, tc.want) {
+			t.Errorf("soakBroken(%+v, %+v, %s) = %q, want it to say %q", tc.rc, tc.rep, tc.available, got, tc.want)
+		}
 	}
 }

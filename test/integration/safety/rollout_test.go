@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -322,11 +324,31 @@ func afterSoak(t *testing.T, key client.ObjectKey, soak time.Duration, what stri
 		for _, c := range f.Status.Clusters {
 			parts = append(parts, fmt.Sprintf("%s %s ready=%t rollout=%+v", c.Cluster, c.Phase, c.Ready, c.Rollout))
 		}
-		t.Logf("not %s yet at %s: a soak started over; passing another (rollout %+v; clusters %v)",
-			what, clock.Now().Format(time.RFC3339), f.Status.Rollout, parts)
+		t.Logf("not %s yet at %s: a soak started over; passing another (rollout %+v; clusters %v; the hub said: %s)",
+			what, clock.Now().Format(time.RFC3339), f.Status.Rollout, parts, soakRestarts(t, key))
 		clock.Step(soak + time.Second)
 		settle(t, key)
 	}
+}
+
+// soakRestarts are the hub's RolloutSoakRestarted events of the
+// FleetVirtualMachine: why each soak started over.
+func soakRestarts(t *testing.T, key client.ObjectKey) string {
+	t.Helper()
+	var events corev1.EventList
+	if err := fleet.Hub.Client.List(t.Context(), &events, client.InNamespace(key.Namespace)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == key.Name && e.Reason == "RolloutSoakRestarted" {
+			out = append(out, fmt.Sprintf("%q (%d times)", e.Message, e.Count))
+		}
+	}
+	if len(out) == 0 {
+		return "no RolloutSoakRestarted event"
+	}
+	return strings.Join(out, "; ")
 }
 
 // rolloutOf is a cluster's part of the rollout, as the status records it.
