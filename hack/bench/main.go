@@ -92,6 +92,7 @@ func run() int {
 	flag.BoolVar(&cfg.SkipDeletion, "skip-deletion", false, "Leave out the mass deletion at the end (the fleet is torn down without it).")
 	flag.DurationVar(&cfg.BurstCPUProfileWindow, "burst-cpuprofile", 0, "Take CPU profiles of the hub API server and of fleetvm-hub over this much of the burst, saved beside the report (0: none).")
 	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
+	flag.DurationVar(&cfg.DeletionCPUProfileWindow, "deletion-cpuprofile", 0, "Likewise over this much of the mass deletion (0: none).")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	memLimit, err := resource.ParseQuantity(*hubMemory)
@@ -143,6 +144,9 @@ func run() int {
 	}
 	if cfg.RestartCPUProfileWindow > 0 {
 		cfg.RestartCPUProfile = filepath.Join(out, stamp+"-restart")
+	}
+	if cfg.DeletionCPUProfileWindow > 0 {
+		cfg.DeletionCPUProfile = filepath.Join(out, stamp+"-deletion")
 	}
 	cfg.Log = os.Stderr
 	// The harness's own controller-runtime clients log nothing.

@@ -52,7 +52,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return nil
 	})
 	// A candidate Placement's users: those that pick more clusters from
-	// it, or every one when it is deleted (the next one recreates it).
+	// it, or every one not being deleted when it is deleted (the next one
+	// recreates it).
 	candidateUsers := func(ctx context.Context, p client.Object, deleted bool) []reconcile.Request {
 		if !isCandidatePlacement(p) {
 			return nil

@@ -74,6 +74,9 @@ func (h *harness) massDeletion(ctx context.Context) error {
 	vmsBefore := h.agents.vmsDeleted.Load()
 	splitBefore := readCPUSplit(h.hub.pid())
 	t0 := time.Now()
+	if prefix := h.cfg.DeletionCPUProfile; prefix != "" {
+		defer h.cpuProfiles(ctx, prefix, h.cfg.DeletionCPUProfileWindow)()
+	}
 	// The API server ends a collection's deletion at its request timeout
 	// (a minute: it deletes one object after the other) and the namespace
 	// controller asks again, each time going on from what is left; so does

@@ -110,6 +110,10 @@ type Config struct {
 	// restart.
 	RestartCPUProfile       string
 	RestartCPUProfileWindow time.Duration
+	// DeletionCPUProfile, likewise, is the prefix of the CPU profiles
+	// taken over the first DeletionCPUProfileWindow of the mass deletion.
+	DeletionCPUProfile       string
+	DeletionCPUProfileWindow time.Duration
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration
