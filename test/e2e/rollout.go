@@ -232,10 +232,15 @@ func RolloutGitSpec(t *testing.T, in LifecycleInput, repoURL string) {
 	}
 
 	// v2, one cluster at a time: while the first soaks on v2, the second
-	// is given v1 still (its Application's targetRevision).
+	// is given v1 still (its Application's targetRevision). The first
+	// soak lasts an hour until the check is done, so the second cannot
+	// move on between the wait and the reads; then it is the short one.
 	w := watchSpokes(t, in, fvm, decided, "2")
 	start := time.Now()
-	patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) { f.Spec.Source.TargetRevision = "v2" })
+	patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) {
+		f.Spec.Source.TargetRevision = "v2"
+		f.Spec.Rollout.Progressive.MinSuccessTime = metav1.Duration{Duration: time.Hour}
+	})
 	var first string
 	waitFVM(t, in, fvm, "one cluster soaking revision 2, the other waiting on 1", func(f *fleetv1alpha1.FleetVirtualMachine) error {
 		for i, c := range decided {
@@ -258,6 +263,9 @@ func RolloutGitSpec(t *testing.T, in LifecycleInput, repoURL string) {
 	if m := memoryOf(t, in, fvm, second); m != "1Gi" {
 		t.Errorf("%s runs %s while %s soaks revision 2, want v1's 1Gi", second, m, first)
 	}
+	patchFVM(t, in, fvm, func(f *fleetv1alpha1.FleetVirtualMachine) {
+		f.Spec.Rollout.Progressive.MinSuccessTime = metav1.Duration{Duration: soak}
+	})
 	waitRollout(t, in, fvm, 2, "Succeeded")
 	took, mostDown, arrived := w.stop()
 	for _, c := range decided {
