@@ -76,8 +76,8 @@ help: ## List every target with a one-line description.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types and the hub's view of Argo CD Applications.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/... paths=./pkg/argoapp/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs (deploy/crds), RBAC and webhook manifests from markers, and copy them into the hub chart; write the Grafana dashboards.

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
@@ -37,8 +38,23 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
 
-// Scheme returns the types fleetvm-hub reads and writes.
+// Scheme returns the types fleetvm-hub reads and writes. Argo CD
+// Applications are the hub's view of one (argoapp.Application), under
+// Argo CD's group, version and kind: the hub caches three or more per
+// FleetVirtualMachine, and Argo CD's type is three times the size of the
+// fields it reads. APIScheme has Argo CD's own type instead.
 func Scheme() *runtime.Scheme {
+	return scheme(argoapp.AddToScheme)
+}
+
+// APIScheme returns the kinds of Scheme as their projects define them,
+// Argo CD's Application whole: for the clients that write them as Argo CD
+// or a person does (the test fleets, the simulators).
+func APIScheme() *runtime.Scheme {
+	return scheme(argov1alpha1.AddToScheme)
+}
+
+func scheme(addArgo func(*runtime.Scheme) error) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
@@ -48,7 +64,7 @@ func Scheme() *runtime.Scheme {
 		clusterv1beta1.Install,
 		clusterv1beta2.Install,
 		workv1.Install,
-		argov1alpha1.AddToScheme,
+		addArgo,
 	} {
 		utilruntime.Must(add(s))
 	}
@@ -73,9 +89,9 @@ type Options struct {
 }
 
 // CacheOptions strip managedFields from every cached object: the hub never
-// reads them, and they are often half an object's size. Of Argo CD
-// Applications the cache keeps only what the hub reads
-// (delivery.TrimApplication), of ApplicationSets all but the Application
+// reads them, and they are often half an object's size. Argo CD
+// Applications are decoded as the hub's view of one (argoapp, see
+// Scheme), of ApplicationSets all but the Application
 // template, of which it keeps a digest (delivery.TrimApplicationSet).
 // ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
@@ -98,11 +114,12 @@ func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 			// Not its Application template, only the template's digest
 			// (delivery.TrimApplicationSet).
 			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplicationSet)},
-			// What the hub reads of an Application, not its spec and
-			// full status (a ByObject transform replaces the default one).
-			&argov1alpha1.Application{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplication)},
-			&argov1alpha1.AppProject{}:  argo,
-			gitOpsCluster:               argo,
+			// What the hub reads of an Application (argoapp), of its
+			// sync's resources only those that failed (a ByObject
+			// transform replaces the default one).
+			&argoapp.Application{}:     {Namespaces: argo.Namespaces, Transform: then(argoapp.Trim)},
+			&argov1alpha1.AppProject{}: argo,
+			gitOpsCluster:              argo,
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
 				cache.AllNamespaces: {LabelSelector: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 				argoNamespace: {

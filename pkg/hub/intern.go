@@ -1,12 +1,12 @@
 package hub
 
 import (
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/intern"
 )
 
@@ -78,7 +78,7 @@ func internStrings(obj any) any {
 			c.Node = t.String(c.Node)
 			c.Message = t.String(c.Message)
 		}
-	case *argov1alpha1.Application:
+	case *argoapp.Application:
 		o.Spec.Project = t.String(o.Spec.Project)
 		st := &o.Status
 		st.Sync.Status = intern.Value(t, st.Sync.Status)

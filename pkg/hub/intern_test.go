@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // decoded returns an independent copy of obj, as the informer decodes each
@@ -107,7 +108,7 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 		}
 	}
 
-	// Applications: trimmed (delivery.TrimApplication), then shared.
+	// Applications: decoded as the hub's view of one (argoapp), then shared.
 	app := &argov1alpha1.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: "fvm-bench.vm-1.cluster-0002", Namespace: "argocd", Labels: map[string]string{fleetv1alpha1.LabelFleetVMName: "vm-1"}},
 		Spec:       argov1alpha1.ApplicationSpec{Project: "fleetvm-bench"},
@@ -116,7 +117,7 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 			Health: argov1alpha1.AppHealthStatus{Status: "Healthy"},
 		},
 	}
-	aa, ab := cached(t, decoded(t, app)).(*argov1alpha1.Application), cached(t, decoded(t, app)).(*argov1alpha1.Application)
+	aa, ab := cached(t, decodedApplication(t, app)).(*argoapp.Application), cached(t, decodedApplication(t, app)).(*argoapp.Application)
 	if !reflect.DeepEqual(aa.ObjectMeta, app.ObjectMeta) || aa.Spec.Project != app.Spec.Project || aa.Status.Sync.Status != app.Status.Sync.Status {
 		t.Errorf("cached Application changed: %+v", aa)
 	}

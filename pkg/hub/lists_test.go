@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 func application(name string) *argov1alpha1.Application {
@@ -55,6 +56,20 @@ func application(name string) *argov1alpha1.Application {
 	}
 }
 
+// decodedApplication is app as the hub decodes it (argoapp).
+func decodedApplication(t *testing.T, app *argov1alpha1.Application) *argoapp.Application {
+	t.Helper()
+	b, err := json.Marshal(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &argoapp.Application{}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // listJSON is a List response as the API server writes it.
 func listJSON(t *testing.T, meta metav1.ListMeta, items ...client.Object) string {
 	t.Helper()
@@ -69,11 +84,11 @@ func listJSON(t *testing.T, meta metav1.ListMeta, items ...client.Object) string
 // and, for each item, what the cache transform makes of the item decoded
 // whole.
 func TestDecodeItemwise(t *testing.T) {
-	transform := cacheTransform(t, &argov1alpha1.Application{})
+	transform := cacheTransform(t, &argoapp.Application{})
 	meta := metav1.ListMeta{ResourceVersion: "42", Continue: "next-page", RemainingItemCount: ptr.To(int64(7))}
 	body := listJSON(t, meta, application("a"), application("b"))
 
-	got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argov1alpha1.Application{} }, transform)
+	got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argoapp.Application{} }, transform)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,16 +99,19 @@ func TestDecodeItemwise(t *testing.T) {
 		t.Fatalf("%d items, want 2", len(got.Items))
 	}
 	for i, name := range []string{"a", "b"} {
-		want, err := transform(decoded(t, application(name)))
+		want, err := transform(decodedApplication(t, application(name)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got.Items[i], want) {
 			t.Errorf("item %d = %+v\nwant %+v", i, got.Items[i], want)
 		}
-		app := got.Items[i].(*argov1alpha1.Application)
-		if app.Spec.Source != nil || app.ManagedFields != nil || app.Status.Resources != nil {
-			t.Errorf("item %d keeps what the hub does not read: %+v", i, app)
+		app := got.Items[i].(*argoapp.Application)
+		if app.ManagedFields != nil || app.Spec.Project != "fleetvm-bench" {
+			t.Errorf("item %d: managed fields %v, project %q; want none and fleetvm-bench", i, app.ManagedFields, app.Spec.Project)
+		}
+		if op := app.Status.OperationState; op == nil || op.SyncResult == nil || len(op.SyncResult.Resources) != 1 || !op.SyncResult.Resources[0].Failed() {
+			t.Errorf("item %d: sync result %+v, want only the resource that failed", i, op)
 		}
 		if app.Generation != 1<<40 {
 			t.Errorf("item %d generation = %d, want %d (integers decoded as integers)", i, app.Generation, int64(1<<40))
@@ -102,14 +120,14 @@ func TestDecodeItemwise(t *testing.T) {
 
 	// No items, and items: null.
 	for _, body := range []string{`{"kind":"ApplicationList","metadata":{"resourceVersion":"7"},"items":[]}`, `{"metadata":{"resourceVersion":"7"},"items":null}`} {
-		got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argov1alpha1.Application{} }, transform)
+		got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argoapp.Application{} }, transform)
 		if err != nil || len(got.Items) != 0 || got.ResourceVersion != "7" {
 			t.Errorf("decode %s = %+v, %v; want no items at resourceVersion 7", body, got, err)
 		}
 	}
 	// What is not a List, or is cut short, is an error, not a shorter list.
 	for _, body := range []string{``, `[]`, `{"items":{}}`, body[:len(body)/2], `{"items":[{"metadata":{"name":1}}]}`} {
-		if got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argov1alpha1.Application{} }, transform); err == nil {
+		if got, err := decodeItemwise(strings.NewReader(body), func() runtime.Object { return &argoapp.Application{} }, transform); err == nil {
 			t.Errorf("decode %.60q = %+v, want an error", body, got)
 		}
 	}
@@ -191,7 +209,7 @@ func TestItemwiseScope(t *testing.T) {
 		"a namespace's field":     {Namespaces: map[string]cache.Config{"a": {FieldSelector: fields.Everything()}}},
 		"a namespace's transform": {Namespaces: map[string]cache.Config{"a": {Transform: cache.TransformStripManagedFields()}}},
 	} {
-		o := cache.Options{ByObject: map[client.Object]cache.ByObject{&argov1alpha1.Application{}: by}}
+		o := cache.Options{ByObject: map[client.Object]cache.ByObject{&argoapp.Application{}: by}}
 		if _, _, ok := itemwiseScope(app, scheme, &o); ok {
 			t.Errorf("%s: listed item by item", name)
 		}

@@ -37,7 +37,7 @@ import (
 // is fleetenv's scheme too, defined here so that unit tests need no test
 // environment.
 func Scheme() *runtime.Scheme {
-	s := hub.Scheme()
+	s := hub.APIScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		apiextensionsv1.AddToScheme,
 		addonv1alpha1.Install,

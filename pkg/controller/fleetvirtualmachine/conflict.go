@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
@@ -58,7 +59,7 @@ func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner 
 				errs = append(errs, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err))
 			}
 		}
-		errs = append(errs, r.releaseApplicationSet(ctx, fvm, appSet, func(app *argov1alpha1.Application) { setResourcesFinalizer(app, false) }))
+		errs = append(errs, r.releaseApplicationSet(ctx, fvm, appSet, func(app *argoapp.Application) { setResourcesFinalizer(app, false) }))
 	}
 	apps, err := r.listApplications(ctx, fvm)
 	errs = append(errs, err)

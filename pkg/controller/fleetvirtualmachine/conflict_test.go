@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // builderIndexer registers SetupIndexes' indexes on a fake client builder.
@@ -40,7 +40,7 @@ func testScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1beta1.Install,
-		clusterv1beta2.Install, argov1alpha1.AddToScheme, workv1.Install,
+		clusterv1beta2.Install, argoapp.AddToScheme, workv1.Install,
 	} {
 		utilruntime.Must(add(scheme))
 	}

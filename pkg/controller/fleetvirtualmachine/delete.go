@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
@@ -80,7 +81,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		// Each Application gets the finalizer its removal needs in the
 		// write that detaches it, unless Argo CD reports it invalid (step
 		// 2 waits for that to clear).
-		prepare := func(app *argov1alpha1.Application) {
+		prepare := func(app *argoapp.Application) {
 			if !deleteVMs || delivery.RemovalBlocked(app) == "" {
 				setResourcesFinalizer(app, deleteVMs)
 			}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -58,7 +59,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 			objs := []client.Object{fvm, appSet}
 			clusters := []string{"prod-a", "prod-b", "prod-c"}
 			for _, cluster := range clusters {
-				app := &argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{
+				app := &argoapp.Application{ObjectMeta: metav1.ObjectMeta{
 					Namespace: cfg.ArgoNamespace, Name: appSet.Name + "." + cluster,
 					Labels: delivery.OwnerLabels(fvm),
 					OwnerReferences: []metav1.OwnerReference{{
@@ -90,19 +91,19 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				},
 				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 					switch obj.(type) {
-					case *argov1alpha1.Application, *argov1alpha1.ApplicationSet:
+					case *argoapp.Application, *argov1alpha1.ApplicationSet:
 						writes[obj.GetName()]++
 					}
 					return c.Patch(ctx, obj, patch, opts...)
 				},
 				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					if _, ok := obj.(*argov1alpha1.Application); ok {
+					if _, ok := obj.(*argoapp.Application); ok {
 						writes[obj.GetName()]++
 					}
 					return c.Update(ctx, obj, opts...)
 				},
 				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-					app, ok := obj.(*argov1alpha1.Application)
+					app, ok := obj.(*argoapp.Application)
 					if !ok {
 						if _, ok := obj.(*argov1alpha1.ApplicationSet); ok {
 							writes[obj.GetName()]++
@@ -110,7 +111,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 						return c.Delete(ctx, obj, opts...)
 					}
 					writes[app.Name]++
-					live := &argov1alpha1.Application{}
+					live := &argoapp.Application{}
 					if err := c.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
 						return err
 					}
@@ -142,7 +143,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				if _, deleted := deletedWith[invalid]; deleted {
 					t.Fatalf("%s was deleted while Argo CD reported it invalid", invalid)
 				}
-				app := &argov1alpha1.Application{}
+				app := &argoapp.Application{}
 				if err := c.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoNamespace, Name: invalid}, app); err != nil {
 					t.Fatal(err)
 				}
@@ -161,7 +162,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(fvm), &fleetv1alpha1.FleetVirtualMachine{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("the FleetVirtualMachine is not gone: %v", err)
 			}
-			var apps argov1alpha1.ApplicationList
+			var apps argoapp.ApplicationList
 			if err := c.List(ctx, &apps); err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -174,7 +175,7 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 // garbage collector has nothing to delete. prepare, when not nil, changes
 // each Application in the same write (the deletion sets Argo CD's resources
 // finalizer as its policy says: one write per Application less).
-func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, prepare func(*argov1alpha1.Application)) error {
+func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, prepare func(*argoapp.Application)) error {
 	apps, err := r.listApplications(ctx, fvm)
 	if err != nil {
 		return err
@@ -201,7 +202,7 @@ func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alph
 // setResourcesFinalizer puts Argo CD's resources finalizer on app when its
 // deletion must remove the VM from the cluster, and takes it off when the
 // VM must stay.
-func setResourcesFinalizer(app *argov1alpha1.Application, deleteVM bool) {
+func setResourcesFinalizer(app *argoapp.Application, deleteVM bool) {
 	if deleteVM {
 		controllerutil.AddFinalizer(app, argov1alpha1.ResourcesFinalizerName)
 	} else {
@@ -212,7 +213,7 @@ func setResourcesFinalizer(app *argov1alpha1.Application, deleteVM bool) {
 // adoptApplications gives Applications left without an owner (their
 // ApplicationSet was deleted and recreated) back to the current one, so
 // Argo CD keeps managing them and nothing is recreated.
-func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1.ApplicationSet, apps []argov1alpha1.Application) error {
+func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1.ApplicationSet, apps []argoapp.Application) error {
 	var errs []error
 	for i := range apps {
 		app := &apps[i]
@@ -238,7 +239,7 @@ func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1
 // finalizer off, or put it on, is refused with 409 Conflict, and the next
 // reconcile decides again from the newer Application. Deleting it anyway
 // would leave a VM that must go, or remove one that must stay.
-func (r *Reconciler) removeApplication(ctx context.Context, app *argov1alpha1.Application, deleteVM bool) error {
+func (r *Reconciler) removeApplication(ctx context.Context, app *argoapp.Application, deleteVM bool) error {
 	if app.DeletionTimestamp != nil {
 		return nil
 	}

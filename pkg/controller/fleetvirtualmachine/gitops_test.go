@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -36,7 +37,7 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 		finalizers []string
 		deleteVM   bool
 		// between runs right after FleetVM's finalizer write.
-		between func(app *argov1alpha1.Application)
+		between func(app *argoapp.Application)
 		want    want
 	}{
 		"delete: deleted with the resources finalizer": {
@@ -45,12 +46,12 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 		},
 		"delete: the finalizer taken off meanwhile is not deleted": {
 			deleteVM: true,
-			between:  func(app *argov1alpha1.Application) { app.Finalizers = nil },
+			between:  func(app *argoapp.Application) { app.Finalizers = nil },
 			want:     want{Exists: true, Refused: true},
 		},
 		"delete: another change meanwhile is not deleted either": {
 			deleteVM: true,
-			between:  func(app *argov1alpha1.Application) { app.Labels = map[string]string{"touched": "yes"} },
+			between:  func(app *argoapp.Application) { app.Labels = map[string]string{"touched": "yes"} },
 			want:     want{Exists: true, Finalizers: []string{resources}, Refused: true},
 		},
 		"orphan: deleted without it": {
@@ -59,14 +60,14 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 		},
 		"orphan: the finalizer put back meanwhile is not deleted": {
 			finalizers: []string{resources},
-			between:    func(app *argov1alpha1.Application) { app.Finalizers = []string{resources} },
+			between:    func(app *argoapp.Application) { app.Finalizers = []string{resources} },
 			want:       want{Exists: true, Finalizers: []string{resources}, Refused: true},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			app := &argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{
+			app := &argoapp.Application{ObjectMeta: metav1.ObjectMeta{
 				Namespace: "argocd", Name: "fvm-vms.web.prod-a", Finalizers: tc.finalizers,
 			}}
 			c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(app).WithInterceptorFuncs(interceptor.Funcs{
@@ -74,7 +75,7 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 					if err := c.Patch(ctx, obj, patch, opts...); err != nil || tc.between == nil {
 						return err
 					}
-					other := &argov1alpha1.Application{}
+					other := &argoapp.Application{}
 					if err := c.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
 						return err
 					}
@@ -82,7 +83,7 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 					return c.Update(ctx, other)
 				},
 			}).Build()
-			read := &argov1alpha1.Application{}
+			read := &argoapp.Application{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(app), read); err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
 			if err != nil && !got.Refused {
 				t.Fatalf("removeApplication: %v", err)
 			}
-			after := &argov1alpha1.Application{}
+			after := &argoapp.Application{}
 			switch err := c.Get(ctx, client.ObjectKeyFromObject(app), after); {
 			case apierrors.IsNotFound(err):
 			case err != nil:

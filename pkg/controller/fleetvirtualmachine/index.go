@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
@@ -113,7 +113,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexClusterSet, err)
 	}
-	if err := fieldindex.Add(ctx, indexer, &argov1alpha1.Application{}, IndexOwner, fieldindex.OwnNamespace, func(o client.Object) []string {
+	if err := fieldindex.Add(ctx, indexer, &argoapp.Application{}, IndexOwner, fieldindex.OwnNamespace, func(o client.Object) []string {
 		if key, ok := delivery.OwnerKey(o); ok {
 			return []string{key.String()}
 		}

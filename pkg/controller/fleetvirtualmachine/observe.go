@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
@@ -45,7 +45,7 @@ type observation struct {
 	// intent and bound sets ask for, as FleetVM writes it.
 	Candidate *clusterv1beta1.Placement
 	// Apps are the FleetVirtualMachine's Applications by cluster.
-	Apps map[string]*argov1alpha1.Application
+	Apps map[string]*argoapp.Application
 	// Facts of every cluster in the status, the Applications and the
 	// decision.
 	Facts map[string]placement.ClusterFacts
@@ -70,7 +70,7 @@ type observation struct {
 // from the cache; an error leaves the affected input unknown (and the
 // decision keeps what it cannot judge) and is returned joined.
 func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (*observation, error) {
-	obs := &observation{Apps: map[string]*argov1alpha1.Application{}, Facts: map[string]placement.ClusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
+	obs := &observation{Apps: map[string]*argoapp.Application{}, Facts: map[string]placement.ClusterFacts{}, Reports: map[string]*fleetv1alpha1.VMState{}}
 	var errs []error
 
 	apps, err := r.listApplications(ctx, fvm)
@@ -376,8 +376,8 @@ func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placem
 
 // listApplications returns the Applications of a FleetVirtualMachine: those
 // whose labels name it.
-func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argov1alpha1.Application, error) {
-	var list argov1alpha1.ApplicationList
+func (r *Reconciler) listApplications(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]argoapp.Application, error) {
+	var list argoapp.ApplicationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Config.ArgoNamespace),
 		client.MatchingFields{IndexOwner: client.ObjectKeyFromObject(fvm).String()}); err != nil {
 		return nil, fmt.Errorf("list Applications: %w", err)

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
@@ -256,7 +257,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *scope) ctrl.Result {
 			r.reportDeliveryError(ctx, s.fvm, err)
 		}
 		if written != nil {
-			apps := make([]argov1alpha1.Application, 0, len(s.obs.Apps))
+			apps := make([]argoapp.Application, 0, len(s.obs.Apps))
 			for _, a := range s.obs.Apps {
 				apps = append(apps, *a)
 			}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
@@ -17,7 +18,7 @@ import (
 // refreshIfMissing asks Argo CD to refresh the ApplicationSet when one of
 // the Applications it lists is missing for long enough, and returns when
 // to look again.
-func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, apps map[string]*argov1alpha1.Application) (time.Duration, error) {
+func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, apps map[string]*argoapp.Application) (time.Duration, error) {
 	now := r.Clock.Now()
 	since := now
 	if c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionDelivered); c != nil && c.Reason == fleetv1alpha1.ReasonApplicationsMissing {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
@@ -219,11 +220,11 @@ func (r *Reconciler) cleanupTenant(ctx context.Context, namespace string, self t
 		return false, nil
 	}
 	project := tenancy.ProjectName(namespace)
-	var apps argov1alpha1.ApplicationList
+	var apps argoapp.ApplicationList
 	if err := r.Client.List(ctx, &apps, client.InNamespace(r.Config.ArgoNamespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("list Applications: %w", err)
 	}
-	if slices.ContainsFunc(apps.Items, func(a argov1alpha1.Application) bool { return a.Spec.Project == project }) {
+	if slices.ContainsFunc(apps.Items, func(a argoapp.Application) bool { return a.Spec.Project == project }) {
 		return true, nil
 	}
 	var errs []error

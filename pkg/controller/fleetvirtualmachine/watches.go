@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/consolelink"
 	"github.com/fleetvm/fleetvm/pkg/controller/coalesce"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
@@ -158,7 +159,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(shapeMayFreeUp())).
 		Watches(&clusterv1beta1.Placement{}, placements, inArgo).
 		Watches(&argov1alpha1.ApplicationSet{}, coalesce.Creates(byLabels, Coalesce), inArgo).
-		Watches(&argov1alpha1.Application{}, coalesce.Creates(byLabels, Coalesce), inArgo, builder.WithPredicates(applicationChanged())).
+		Watches(&argoapp.Application{}, coalesce.Creates(byLabels, Coalesce), inArgo, builder.WithPredicates(applicationChanged())).
 		Watches(&clusterv1beta1.PlacementDecision{}, decisions, inArgo).
 		Watches(&fleetv1alpha1.VMReport{}, coalesce.Creates(reports, Coalesce)).
 		Watches(&fleetv1alpha1.FleetVirtualMachineMove{}, handler.EnqueueRequestsFromMapFunc(runner.FleetVMOf)).
@@ -274,7 +275,7 @@ func (r *Reconciler) fleetVMsUsingImage(ctx context.Context, obj client.Object) 
 // (every 3 minutes by default), which would reconcile every
 // FleetVirtualMachine about once a minute with nothing to do.
 func applicationChanged() predicate.Predicate {
-	return updateChanged(func(o, n *argov1alpha1.Application) bool { return !sameButReconciledAt(o, n) })
+	return updateChanged(func(o, n *argoapp.Application) bool { return !sameButReconciledAt(o, n) })
 }
 
 // updateChanged passes every create, delete and generic event, and an
@@ -295,19 +296,16 @@ func updateChanged[T client.Object](changed func(before, after T) bool) predicat
 
 // sameButReconciledAt says whether two copies of an Application differ in
 // nothing the hub reads: only in their resource version, generation,
-// managed fields or the time Argo CD last reconciled them. The
-// Application CRD has no status subresource, so a status write bumps the
-// generation too; a spec change shows in the spec.
-func sameButReconciledAt(a, b *argov1alpha1.Application) bool {
+// managed fields, or in what the hub's view of an Application leaves out
+// (argoapp), such as the time Argo CD last reconciled it. The Application
+// CRD has no status subresource, so a status write bumps the generation
+// too.
+func sameButReconciledAt(a, b *argoapp.Application) bool {
 	ma, mb := a.ObjectMeta, b.ObjectMeta
 	ma.ResourceVersion, mb.ResourceVersion = "", ""
 	ma.Generation, mb.Generation = 0, 0
 	ma.ManagedFields, mb.ManagedFields = nil, nil
-	sa, sb := a.Status, b.Status
-	sa.ReconciledAt, sb.ReconciledAt = nil, nil
-	sa.ObservedAt, sb.ObservedAt = nil, nil
-	return equality.Semantic.DeepEqual(ma, mb) && equality.Semantic.DeepEqual(a.Spec, b.Spec) &&
-		equality.Semantic.DeepEqual(a.Operation, b.Operation) && equality.Semantic.DeepEqual(sa, sb)
+	return equality.Semantic.DeepEqual(ma, mb) && a.Spec == b.Spec && equality.Semantic.DeepEqual(a.Status, b.Status)
 }
 
 // clusterChanged passes ManagedCluster updates that change what the status

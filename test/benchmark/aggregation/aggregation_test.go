@@ -44,6 +44,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
@@ -163,7 +164,7 @@ func (e *env) grow(b *testing.B, n int) {
 	e.clusters = n
 	// The cache holds every Application once the last one is there.
 	e.waitCache(b, func() (bool, error) {
-		var apps argov1alpha1.ApplicationList
+		var apps argoapp.ApplicationList
 		if err := e.cache.List(ctx, &apps, client.InNamespace(argoNS)); err != nil {
 			return false, err
 		}
@@ -375,7 +376,7 @@ func benchmarkChangedReport(b *testing.B, e *env, n, spread int) {
 		}
 	}
 	e.waitCache(b, func() (bool, error) {
-		var apps argov1alpha1.ApplicationList
+		var apps argoapp.ApplicationList
 		if err := e.cache.List(ctx, &apps, client.InNamespace(argoNS), client.MatchingFields{fleetvirtualmachine.IndexOwner: key.String()}); err != nil {
 			return false, err
 		}

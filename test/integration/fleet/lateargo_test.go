@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
@@ -81,7 +82,7 @@ func TestDeleteWithArgoCDBehind(t *testing.T) {
 	}
 	var late atomic.Int32
 	beforeHubWrite.set(t, func(w agenttest.Write) {
-		app, ok := w.Object.(*argov1alpha1.Application)
+		app, ok := w.Object.(*argoapp.Application) // the hub's view of one
 		if !ok || w.Verb != "delete" || !strings.HasPrefix(app.Name, cached.Name+".") {
 			return
 		}

@@ -54,7 +54,7 @@ func clusterName(i int) string {
 func TestStatusOfFiveThousandClusters(t *testing.T) {
 	ctx := t.Context()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: hub.Scheme()})
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: hub.APIScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

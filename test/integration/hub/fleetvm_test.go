@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
@@ -424,6 +425,13 @@ func TestDeletion(t *testing.T) {
 					if hasFinalizer != (policy == fleetv1alpha1.DeletionPolicyDelete) {
 						return false, errorf("Application of %s: resources finalizer %v with policy %s", c, hasFinalizer, policy)
 					}
+					// The hub wrote the owner and the finalizer as merge
+					// patches of its view of an Application (argoapp):
+					// what that view leaves out stays as Argo CD wrote it.
+					if !equality.Semantic.DeepEqual(got.Spec, app.Spec) || !equality.Semantic.DeepEqual(got.Status, app.Status) {
+						return false, errorf("Application of %s: the hub's writes changed its spec or status (-before,+after):\n%s%s", c,
+							cmp.Diff(app.Spec, got.Spec), cmp.Diff(app.Status, got.Status))
+					}
 				}
 				return true, nil
 			})
@@ -652,7 +660,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm, _ := vmclaim.Key(now)
-	indexedOnce(t, reader, &argov1alpha1.ApplicationList{}, fleetvirtualmachine.IndexOwner, key.String(), argoNS, false)
+	indexedOnce(t, reader, &argoapp.ApplicationList{}, fleetvirtualmachine.IndexOwner, key.String(), argoNS, false)
 	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, vmclaim.IndexVM, vm, key.Namespace, true)
 	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, fleetvirtualmachine.IndexStatusCluster, now.Status.Clusters[0].Cluster, key.Namespace, true)
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 )
 
@@ -80,10 +81,10 @@ func TestCacheListsItemwise(t *testing.T) {
 			}
 			return nil
 		}},
-		{&argov1alpha1.Application{}, &argov1alpha1.ApplicationList{}, []client.ListOption{client.InNamespace(argoNS)}, []client.ObjectKey{app}, func(obj any) error {
-			a := obj.(*argov1alpha1.Application)
-			if a.Spec.Source != nil || a.Spec.Project != "default" || a.ManagedFields != nil {
-				return fmt.Errorf("application %s cached as %+v, want its project only", a.Name, a.Spec)
+		{&argoapp.Application{}, &argoapp.ApplicationList{}, []client.ListOption{client.InNamespace(argoNS)}, []client.ObjectKey{app}, func(obj any) error {
+			a, ok := obj.(*argoapp.Application)
+			if !ok || a.Spec.Project != "default" || a.ManagedFields != nil {
+				return fmt.Errorf("application cached as %#v, want the hub's view of it with its project", obj)
 			}
 			return nil
 		}},

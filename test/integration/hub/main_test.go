@@ -55,7 +55,7 @@ var (
 // stand-in's ApplicationSet renderer and cluster secrets.
 func TestMain(m *testing.M) {
 	os.Exit(fleetrun.Main(m, fleetrun.Suite{
-		Fleet:  fleetenv.Options{Scheme: hub.Scheme()},
+		Fleet:  fleetenv.Options{Scheme: hub.APIScheme()},
 		Logger: zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)),
 		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
 			fleet = f

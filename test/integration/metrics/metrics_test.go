@@ -37,7 +37,7 @@ var fleet *fleetenv.Fleet
 // holds.
 func TestMain(m *testing.M) {
 	os.Exit(fleetrun.Main(m, fleetrun.Suite{
-		Fleet: fleetenv.Options{NoPlacementController: true, Scheme: hub.Scheme()},
+		Fleet: fleetenv.Options{NoPlacementController: true, Scheme: hub.APIScheme()},
 		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
 			fleet = f
 			mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{

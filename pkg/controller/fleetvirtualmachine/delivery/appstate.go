@@ -6,12 +6,13 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
 
 // StateOf is what the status shows of an Application: Argo CD's sync
 // and health, and its own error when it cannot render or sync.
-func StateOf(app *argov1alpha1.Application) status.AppState {
+func StateOf(app *argoapp.Application) status.AppState {
 	s := status.AppState{Sync: string(app.Status.Sync.Status), Health: string(app.Status.Health.Status), Deleting: app.DeletionTimestamp != nil}
 	for _, c := range app.Status.Conditions {
 		if c.IsError() {
@@ -27,7 +28,7 @@ func StateOf(app *argov1alpha1.Application) status.AppState {
 		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
 		if op.SyncResult != nil {
 			for _, res := range op.SyncResult.Resources {
-				if res != nil && res.Status == synccommon.ResultCodeSyncFailed && res.Message != "" {
+				if res.Failed() {
 					msg += "; " + res.Message
 				}
 			}
@@ -46,7 +47,7 @@ func StateOf(app *argov1alpha1.Application) status.AppState {
 // leaves the resources when the Application's destination is invalid (no
 // cluster secret for it, for instance), so an Application Argo CD reports
 // invalid is not deleted.
-func RemovalBlocked(app *argov1alpha1.Application) string {
+func RemovalBlocked(app *argoapp.Application) string {
 	for _, c := range app.Status.Conditions {
 		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError {
 			return "Argo CD reports the Application invalid (" + c.Message + ")"

@@ -10,11 +10,10 @@
 //     namespace so that no two namespaces' names collide; OwnerLabels and
 //     OwnerKey (labels.go) tie them to their FleetVirtualMachine.
 //   - StateOf and RemovalBlocked (appstate.go) read an Application's sync,
-//     health and errors, and whether Argo CD could remove its VM.
+//     health and errors, and whether Argo CD could remove its VM, from the
+//     hub's view of an Application (package argoapp).
 //   - NextRefresh (refresh.go) says when to ask Argo CD to refresh an
 //     ApplicationSet whose Application is missing.
-//   - TrimApplication (appcache.go) keeps only what the hub reads of an
-//     Application in its cache.
 //
 // The controller writes what these build (gitops.go) and owns the client.
 package delivery

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // Argo CD's ApplicationSet controller sets aside an Application whose
@@ -43,7 +45,7 @@ func SetAside(appSet *argov1alpha1.ApplicationSet) bool {
 // ApplicationSet: without it there is nothing to ask for, and no reason
 // to look again before an event (in a burst, every FleetVirtualMachine
 // looked again every 10 to 20 s while Argo CD worked through its queue).
-func NextRefresh(listed []string, apps map[string]*argov1alpha1.Application, setAside bool, missingSince time.Time, lastRequested string, now time.Time) (refresh bool, wait time.Duration) {
+func NextRefresh(listed []string, apps map[string]*argoapp.Application, setAside bool, missingSince time.Time, lastRequested string, now time.Time) (refresh bool, wait time.Duration) {
 	missing := false
 	for _, c := range listed {
 		if apps[c] == nil {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // TestNextRefresh: Argo CD is asked to refresh only while a listed
@@ -12,7 +14,7 @@ import (
 // before refreshAfter, and not more often than refreshEvery.
 func TestNextRefresh(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	present := map[string]*argov1alpha1.Application{"prod-a": {}}
+	present := map[string]*argoapp.Application{"prod-a": {}}
 	stamp := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339) }
 	cases := map[string]struct {
 		listed      []string
