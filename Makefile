@@ -119,8 +119,8 @@ lint-dockerfile: $(DOCKERFILECHECK) ## Check the Dockerfile with BuildKit's lint
 verify: generate manifests ## Fail when generated files (deepcopy, CRDs, RBAC, webhooks, dashboards) are stale, code is unformatted, or a Markdown link is broken.
 	$(GO) run ./hack/doclinks .
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- apis deploy docs/operator-guide/dashboards.md || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- apis deploy docs/operator-guide/dashboards.md)" || { echo "untracked generated files:"; git status --porcelain -- apis deploy docs/operator-guide/dashboards.md; exit 1; }
+	@git diff --exit-code -- apis pkg/argoapp deploy docs/operator-guide/dashboards.md || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- apis pkg/argoapp deploy docs/operator-guide/dashboards.md)" || { echo "untracked generated files:"; git status --porcelain -- apis pkg/argoapp deploy docs/operator-guide/dashboards.md; exit 1; }
 
 ##@ Test
 
