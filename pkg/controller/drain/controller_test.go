@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 )
 
@@ -75,7 +75,7 @@ func reconcileDrain(t *testing.T, limits Limits, objs ...client.Object) client.C
 	utilruntime.Must(clusterv1.Install(s))
 	utilruntime.Must(clusterv1beta1.Install(s))
 	utilruntime.Must(workv1.Install(s))
-	utilruntime.Must(argov1alpha1.AddToScheme(s))
+	utilruntime.Must(argoapp.AddToScheme(s)) // as hub.Scheme: the hub's view of Applications
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&fleetv1alpha1.FleetVirtualMachine{}, &fleetv1alpha1.FleetVirtualMachineMove{})
 	if err := fleetvirtualmachine.SetupIndexes(t.Context(), builderIndexer{b}); err != nil {
