@@ -5,11 +5,11 @@
 //
 // The hub holds three or more Applications per FleetVirtualMachine in its
 // cache. Argo CD's Application type is 992 bytes of struct before any of
-// its content, however much of it is emptied; this one is about 350, and
-// its JSON decoding allocates nothing for the spec and status fields the
-// hub never reads (the sources with the VM template, the resources,
-// history and summary Argo CD writes). At 10,000 FleetVirtualMachines
-// that is some 20 MB of live heap less, twice that in RSS.
+// its content, however much of it is emptied; this one is 344, and its
+// JSON decoding allocates nothing for the spec and status fields the hub
+// never reads (the sources with the VM template, the resources, history
+// and summary Argo CD writes). On the benchmark's fleet of 10,000
+// FleetVirtualMachines the hub's live heap went from 215 to 191 MiB.
 //
 // The hub writes Applications only as merge patches of what it changed
 // (write.Mutate and the finalizer helpers) and by deleting them, never as

@@ -56,15 +56,11 @@ func application(name string) *argov1alpha1.Application {
 	}
 }
 
-// decodedApplication is app as the hub decodes it (argoapp).
+// decodedApplication is app as the hub's cache decodes it (argoapp).
 func decodedApplication(t *testing.T, app *argov1alpha1.Application) *argoapp.Application {
 	t.Helper()
-	b, err := json.Marshal(app)
+	out, err := argoapp.FromArgo(app)
 	if err != nil {
-		t.Fatal(err)
-	}
-	out := &argoapp.Application{}
-	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatal(err)
 	}
 	return out
