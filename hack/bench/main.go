@@ -93,6 +93,7 @@ func run() int {
 	flag.DurationVar(&cfg.BurstCPUProfileWindow, "burst-cpuprofile", 0, "Take CPU profiles of the hub API server and of fleetvm-hub over this much of the burst, saved beside the report (0: none).")
 	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
 	flag.DurationVar(&cfg.DeletionCPUProfileWindow, "deletion-cpuprofile", 0, "Likewise over this much of the mass deletion (0: none).")
+	flag.StringVar(&cfg.CacheDump, "cache-dump", "", "Write the objects the hub holds per FleetVM and per cluster, once the burst converged, into this folder (a JSON List per kind) for hack/cachesize.")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	memLimit, err := resource.ParseQuantity(*hubMemory)
@@ -262,6 +263,9 @@ func runSeries(ctx context.Context, cfg fleet.Config, points []point, path strin
 		c.Clusters, c.FleetVMs = p.clusters, p.fleetVMs
 		if cfg.HubHeapProfile != "" {
 			c.HubHeapProfile = strings.TrimSuffix(cfg.HubHeapProfile, ".pprof") + fmt.Sprintf("-%dx%d.pprof", p.clusters, p.fleetVMs)
+		}
+		if cfg.CacheDump != "" {
+			c.CacheDump = filepath.Join(cfg.CacheDump, fmt.Sprintf("%dx%d", p.clusters, p.fleetVMs))
 		}
 		fmt.Fprintf(os.Stderr, "\n== series: %d clusters, %d FleetVMs (load average %s)\n", p.clusters, p.fleetVMs, loadAverage())
 		report, err := fleet.Run(ctx, c)

@@ -5,6 +5,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -142,6 +144,19 @@ func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 		opts.NewInformer = itemwiseLists(cfg, Scheme(), &opts)
 	}
 	return opts
+}
+
+// CacheTransform is the transform the hub's cache runs on every object of
+// obj's kind it decodes (CacheOptions): what it makes of the object is
+// what the hub holds of it.
+func CacheTransform(obj client.Object) toolscache.TransformFunc {
+	opts := CacheOptions(nil, "")
+	for kind, by := range opts.ByObject {
+		if reflect.TypeOf(kind) == reflect.TypeOf(obj) && by.Transform != nil {
+			return by.Transform
+		}
+	}
+	return opts.DefaultTransform
 }
 
 // ClientOptions makes reads of unstructured objects (GitOpsClusters) go

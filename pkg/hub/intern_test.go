@@ -32,7 +32,7 @@ func decoded[T client.Object](t *testing.T, obj T) T {
 // cached runs the hub's cache transform of obj's kind.
 func cached(t *testing.T, obj client.Object) client.Object {
 	t.Helper()
-	out, err := cacheTransform(t, obj)(obj)
+	out, err := CacheTransform(obj)(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +79,7 @@ func listJSON(t *testing.T, meta metav1.ListMeta, items ...client.Object) string
 // and, for each item, what the cache transform makes of the item decoded
 // whole.
 func TestDecodeItemwise(t *testing.T) {
-	transform := cacheTransform(t, &argoapp.Application{})
+	transform := CacheTransform(&argoapp.Application{})
 	meta := metav1.ListMeta{ResourceVersion: "42", Continue: "next-page", RemainingItemCount: ptr.To(int64(7))}
 	body := listJSON(t, meta, application("a"), application("b"))
 
@@ -129,19 +128,6 @@ func TestDecodeItemwise(t *testing.T) {
 	}
 }
 
-// cacheTransform is the hub's cache transform of obj's kind.
-func cacheTransform(t *testing.T, obj client.Object) toolscache.TransformFunc {
-	t.Helper()
-	opts := CacheOptions(nil, "argocd")
-	transform := opts.DefaultTransform
-	for kind, by := range opts.ByObject {
-		if reflect.TypeOf(kind) == reflect.TypeOf(obj) && by.Transform != nil {
-			transform = by.Transform
-		}
-	}
-	return transform
-}
-
 // TestItemwiseTransformsIdempotent: the kinds listed item by item go
 // through their cache transform twice, once as listed and once as the
 // informer stores them; the second pass changes nothing.
@@ -156,7 +142,7 @@ func TestItemwiseTransformsIdempotent(t *testing.T) {
 		if obj == nil {
 			t.Fatalf("no %s to test", gvk.Kind)
 		}
-		transform := cacheTransform(t, obj)
+		transform := CacheTransform(obj)
 		once, err := transform(decoded(t, obj))
 		if err != nil {
 			t.Fatal(err)

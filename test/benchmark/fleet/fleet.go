@@ -99,6 +99,10 @@ type Config struct {
 	// after a garbage collection) is written once the burst converged,
 	// when the hub holds the most.
 	HubHeapProfile string
+	// CacheDump, when set, is the folder where the objects of the kinds
+	// the hub holds per FleetVM or per cluster are written once the burst
+	// converged, a JSON List per kind (hack/cachesize measures them).
+	CacheDump string
 	// BurstCPUProfile, when set, is the prefix of the CPU profiles of the
 	// hub API server and of fleetvm-hub taken over the first
 	// BurstCPUProfileWindow of the burst (<prefix>-apiserver-cpu.pprof,
@@ -290,6 +294,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"seed the VM shapes", h.seed},
 		{"physical limit", h.physicalLimit},
 		{"burst", h.burst},
+		{"cache dump", h.cacheDump},
 		{"at rest", h.atRest},
 		{"restart", func(ctx context.Context) error { return h.restart(ctx, 1) }},
 		{"status latency", h.statusLatency},
@@ -302,6 +307,9 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	for _, s := range steps {
 		if h.cfg.BurstOnly && (s.name == "physical limit" || s.name == "status latency" || s.name == "decision change") {
+			continue
+		}
+		if h.cfg.CacheDump == "" && s.name == "cache dump" {
 			continue
 		}
 		if h.cfg.SkipDeletion && s.name == "mass deletion" {
