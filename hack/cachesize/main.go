@@ -7,15 +7,18 @@
 //	go run ./hack/cachesize DIR
 //
 // Per object is the heap the decoded objects hold, with what they add to
-// the hub's shared strings (pkg/intern): kinds are measured one after the
-// other in one process, so a string several kinds repeat counts once, for
-// the first. The informers' store and indexes are not counted.
+// the hub's shared strings (pkg/intern). Each kind is measured in a process
+// of its own (the command runs itself per List), so the shared strings,
+// and the growth of their table, start empty for each: a string several
+// kinds repeat counts once per kind. The informers' store and indexes are
+// not counted.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"text/tabwriter"
@@ -30,7 +33,21 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/hub"
 )
 
+// oneFlag makes the command measure one List and print its size as JSON.
+const oneFlag = "-one"
+
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == oneFlag {
+		s, err := measureFile(os.Args[2])
+		if err == nil {
+			err = json.NewEncoder(os.Stdout).Encode(s)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cachesize:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: cachesize <folder of JSON Lists (hack/bench --cache-dump)>")
 		os.Exit(2)
@@ -46,7 +63,7 @@ func main() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "kind\tobjects\tper object\tall\tJSON per object\t")
 	for _, f := range files {
-		s, err := measureFile(f)
+		s, err := measureApart(f)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cachesize:", err)
 			os.Exit(1)
@@ -58,6 +75,22 @@ func main() {
 			s.PerObject/1024, s.PerObject*float64(s.Objects)/(1<<20), s.JSON/1024)
 	}
 	_ = w.Flush()
+}
+
+// measureApart measures the List at path in a process of its own.
+func measureApart(path string) (size, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return size{}, err
+	}
+	cmd := exec.Command(self, oneFlag, path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return size{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var s size
+	return s, json.Unmarshal(out, &s)
 }
 
 // size is what the cache holds of the objects of one List.
@@ -107,6 +140,11 @@ var decoder = serializer.NewCodecFactory(hub.Scheme()).UniversalDeserializer()
 
 // heapOf is the heap the decoded items hold, after a collection.
 func heapOf(items []json.RawMessage, transform toolscache.TransformFunc) (float64, string, error) {
+	// The decoder's first object of a type fills its caches of the type's
+	// fields: decode one and drop it, so that they are not counted.
+	if obj, _, err := decode(items[0]); err == nil && transform == nil {
+		_, _ = hub.CacheTransform(obj)(obj)
+	}
 	objs := make([]any, len(items))
 	before := heapAfterGC()
 	kind := ""
