@@ -142,8 +142,15 @@ var decoder = serializer.NewCodecFactory(hub.Scheme()).UniversalDeserializer()
 func heapOf(items []json.RawMessage, transform toolscache.TransformFunc) (float64, string, error) {
 	// The decoder's first object of a type fills its caches of the type's
 	// fields: decode one and drop it, so that they are not counted.
-	if obj, _, err := decode(items[0]); err == nil && transform == nil {
-		_, _ = hub.CacheTransform(obj)(obj)
+	first, _, err := decode(items[0])
+	if err != nil {
+		return 0, "", fmt.Errorf("item 0: %w", err)
+	}
+	if transform == nil {
+		transform = hub.CacheTransform(first)
+	}
+	if _, err := transform(first); err != nil {
+		return 0, "", fmt.Errorf("item 0: %w", err)
 	}
 	objs := make([]any, len(items))
 	before := heapAfterGC()
@@ -154,9 +161,6 @@ func heapOf(items []json.RawMessage, transform toolscache.TransformFunc) (float6
 			return 0, "", fmt.Errorf("item %d: %w", i, err)
 		}
 		kind = k
-		if transform == nil {
-			transform = hub.CacheTransform(obj)
-		}
 		if objs[i], err = transform(obj); err != nil {
 			return 0, "", fmt.Errorf("item %d: %w", i, err)
 		}
