@@ -13,6 +13,9 @@
 // archive that runs on a Linux machine without Go: see
 // docs/developer-guide/benchmarks.md.
 //
+// `--drain N` runs the drain scenario instead (test/benchmark/drain): a
+// cluster holding N copies drained on real spokes.
+//
 // The series runs the burst and a shorter rest at 100, 300 and 1,000
 // clusters with 300 FleetVMs, then 1,000, 3,000 and 5,000 FleetVMs at
 // 1,000 clusters (each × BENCH_SCALE), one fresh fleet per point, and
@@ -35,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +46,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fleetvm/fleetvm/test/benchmark/drain"
 	"github.com/fleetvm/fleetvm/test/benchmark/fleet"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 )
@@ -94,6 +99,7 @@ func run() int {
 	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
 	flag.DurationVar(&cfg.DeletionCPUProfileWindow, "deletion-cpuprofile", 0, "Likewise over this much of the mass deletion (0: none).")
 	flag.StringVar(&cfg.CacheDump, "cache-dump", "", "Write the objects the hub holds per FleetVM and per cluster, once the burst converged, into this folder (a JSON List per kind) for hack/cachesize.")
+	drainCopies := flag.Int("drain", 0, "Run the drain scenario instead: drain a cluster holding this many FleetVM copies, on real spokes (test/benchmark/drain).")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
 	flag.Parse()
 	memLimit, err := resource.ParseQuantity(*hubMemory)
@@ -167,6 +173,9 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *drainCopies > 0 {
+		return runDrain(ctx, *drainCopies, cfg.Timeout, cfg.GracePeriod, filepath.Join(out, stamp+"-drain.json"))
+	}
 	if *series {
 		cfg.BurstOnly, cfg.Rest = true, *seriesRest
 		timeoutSet := false
@@ -205,6 +214,39 @@ func run() int {
 	fmt.Printf("\nreport: %s\nhub log: %s\nhub heap profile after the burst: %s\n", path, hubLog.Name(), cfg.HubHeapProfile)
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "\nbenchmark did not complete:", runErr)
+		return 1
+	}
+	return 0
+}
+
+// runDrain runs the drain scenario, prints its rows and saves its result.
+func runDrain(ctx context.Context, copies int, timeout, grace time.Duration, path string) int {
+	started := time.Now()
+	fmt.Fprintf(os.Stderr, "drain benchmark: %d copies on one cluster, load average %s\n", copies, loadAverage())
+	res, err := drain.Run(ctx, drain.Config{Copies: copies, Timeout: timeout, GracePeriod: grace, Logf: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s  %s\n", time.Since(started).Truncate(time.Second), fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "\ndrain benchmark did not complete:", err)
+		return 1
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "write the report:", err)
+	}
+	fmt.Printf("\nFleetVM drain benchmark, %s: %d copies, %d CPUs, load average %s at end, took %s\n\n",
+		started.UTC().Format(time.RFC3339), copies, runtime.NumCPU(), loadAverage(), time.Since(started).Truncate(time.Second))
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	for _, r := range res.Rows() {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", r[0], r[1], r[2])
+	}
+	_ = w.Flush()
+	fmt.Printf("\nreport: %s\n", path)
+	if err := res.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "\nthe drain was not safe or not complete:", err)
 		return 1
 	}
 	return 0
