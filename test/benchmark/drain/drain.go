@@ -20,11 +20,14 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -86,6 +89,10 @@ type Result struct {
 	// LeftRunning lists the copies not running, ready, where their move
 	// says they are (the target when moved, the drained cluster when not).
 	LeftRunning []string `json:"leftRunning"`
+	// StatusWrites are the FleetVM status writes the hub API server
+	// answered from the taint to the last move ended, all FleetVMs
+	// together.
+	StatusWrites int `json:"statusWrites"`
 }
 
 // Run starts the fleet, places cfg.Copies copies on one cluster, drains it,
@@ -125,6 +132,10 @@ type bench struct {
 	cfg     Config
 	f       *fleetenv.Fleet
 	fleetVM *fleetrun.FleetVM
+	// hub is a cache of the namespace's FleetVMs and moves: the waits read
+	// it, not the API server, which a List of hundreds every 100 ms would
+	// keep busy.
+	hub cache.Cache
 
 	mu sync.Mutex
 	// nodeOf is each copy's node on the drained cluster, by FleetVM.
@@ -161,6 +172,9 @@ func (b *bench) run(ctx context.Context) (*Result, error) {
 	if err := b.f.Hub.Tenant(ctx, ns); err != nil {
 		return nil, err
 	}
+	if err := b.watchHub(ctx); err != nil {
+		return nil, err
+	}
 
 	// New copies never go to a draining cluster: with the others
 	// draining, every copy lands on the one to drain.
@@ -190,11 +204,12 @@ func (b *bench) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := b.watchMoves(ctx); err != nil {
-		return nil, err
-	}
 
 	b.cfg.Logf("drain %s", drained)
+	writesBefore, err := b.statusWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := b.setDrain(ctx, drained, true); err != nil {
 		return nil, err
@@ -202,7 +217,7 @@ func (b *bench) run(ctx context.Context) (*Result, error) {
 	var moves fleetv1alpha1.FleetVirtualMachineMoveList
 	last := time.Now()
 	if err := fleetenv.Eventually(ctx, b.cfg.Timeout, func() (bool, error) {
-		if err := b.f.Hub.Client.List(ctx, &moves, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelDrain: drained}); err != nil {
+		if err := b.hub.List(ctx, &moves, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelDrain: drained}); err != nil {
 			return false, err
 		}
 		ended := 0
@@ -220,6 +235,11 @@ func (b *bench) run(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("the drain's %d moves did not all end: %w", len(moves.Items), err)
 	}
 	res.Took = time.Since(start)
+	writesAfter, err := b.statusWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.StatusWrites = writesAfter - writesBefore
 
 	res.Unable = map[string]int{}
 	where := map[string]string{}
@@ -232,14 +252,26 @@ func (b *bench) run(ctx context.Context) (*Result, error) {
 		res.Unable[m.Status.Message]++
 		where[m.Spec.FleetVirtualMachine] = drained
 	}
-	for _, k := range keys {
-		fvm := &fleetv1alpha1.FleetVirtualMachine{}
-		if err := b.f.Hub.Client.Get(ctx, k, fvm); err != nil {
+	// Each copy runs where its move says, or is listed.
+	left := func() ([]string, error) {
+		var list fleetv1alpha1.FleetVirtualMachineList
+		if err := b.hub.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
-		if !runningOn(fvm, where[k.Name]) {
-			res.LeftRunning = append(res.LeftRunning, k.Name)
+		var out []string
+		for i := range list.Items {
+			if f := &list.Items[i]; !runningOn(f, where[f.Name]) {
+				out = append(out, f.Name)
+			}
 		}
+		return out, nil
+	}
+	if err := fleetenv.Eventually(ctx, b.cfg.Timeout/10, func() (bool, error) {
+		var err error
+		res.LeftRunning, err = left()
+		return len(res.LeftRunning) == 0, err
+	}); err != nil && len(res.LeftRunning) == 0 {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -254,7 +286,7 @@ func (b *bench) waitRunning(ctx context.Context, keys []client.ObjectKey) error 
 	last := time.Now()
 	return fleetenv.Eventually(ctx, b.cfg.Timeout, func() (bool, error) {
 		var list fleetv1alpha1.FleetVirtualMachineList
-		if err := b.f.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := b.hub.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		n := 0
@@ -297,11 +329,17 @@ func (b *bench) setDrain(ctx context.Context, cluster string, on bool) error {
 	return b.f.Hub.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// watchMoves counts, from a watch on the hub, the moves under way: in all,
-// and off each node of the drained cluster.
-func (b *bench) watchMoves(ctx context.Context) error {
-	c, err := cache.New(b.f.Hub.Config, cache.Options{Scheme: b.f.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+// watchHub starts the cache of the namespace's FleetVMs and moves, and
+// counts, from its watch, the moves under way: in all, and off each node
+// of the drained cluster.
+func (b *bench) watchHub(ctx context.Context) error {
+	c, err := cache.New(b.f.Hub.Config, cache.Options{Scheme: b.f.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
+		DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
+		return err
+	}
+	b.hub = c
+	if _, err := c.GetInformer(ctx, &fleetv1alpha1.FleetVirtualMachine{}); err != nil {
 		return err
 	}
 	inf, err := c.GetInformer(ctx, &fleetv1alpha1.FleetVirtualMachineMove{})
@@ -334,7 +372,7 @@ func (b *bench) watchMoves(ctx context.Context) error {
 	}
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
-		return errors.New("the moves' cache did not sync")
+		return errors.New("the hub's cache did not sync")
 	}
 	return nil
 }
@@ -391,6 +429,34 @@ func (b *bench) watchServers(ctx context.Context, spoke *fleetenv.Cluster) error
 	return nil
 }
 
+// statusWrites is how many FleetVM status writes the hub API server has
+// answered (apiserver_request_total).
+func (b *bench) statusWrites(ctx context.Context) (int, error) {
+	kube, err := kubernetes.NewForConfig(b.f.Hub.Config)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the hub API server's metrics: %w", err)
+	}
+	n := 0.0
+	for line := range strings.Lines(string(raw)) {
+		write := strings.Contains(line, `verb="PUT"`) || strings.Contains(line, `verb="PATCH"`) || strings.Contains(line, `verb="APPLY"`)
+		if !write || !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="fleetvirtualmachines"`) ||
+			!strings.Contains(line, `subresource="status"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("hub API server metric %q: %w", line, err)
+		}
+		n += v
+	}
+	return int(n), nil
+}
+
 // Rows are the result as a report's rows: name, value, unit.
 func (r *Result) Rows() [][3]string {
 	rows := [][3]string{
@@ -404,6 +470,8 @@ func (r *Result) Rows() [][3]string {
 		{"drain: most moves off one node (limit)", fmt.Sprintf("%d (%d)", r.MostOffOneNode, r.Limits.PerNode), "moves"},
 		{"drain: VMs that had two servers", fmt.Sprint(len(r.SecondServers)), "VMs"},
 		{"drain: copies not running where their move says", fmt.Sprint(len(r.LeftRunning)), "copies"},
+		{"drain: FleetVM status writes, all FleetVMs", fmt.Sprint(r.StatusWrites), "writes"},
+		{"drain: FleetVM status writes per move", fmt.Sprintf("%.1f", float64(r.StatusWrites)/float64(max(r.Copies, 1))), "writes/move"},
 	}
 	msgs := slices.Collect(maps.Keys(r.Unable))
 	sort.Strings(msgs)
