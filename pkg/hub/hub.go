@@ -26,7 +26,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
@@ -34,10 +33,8 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetdiskimage"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
-	"github.com/fleetvm/fleetvm/pkg/controller/imageinventory"
 	"github.com/fleetvm/fleetvm/pkg/controller/movettl"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
-	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 )
 
 // Scheme returns the types fleetvm-hub reads and writes. Argo CD
@@ -177,24 +174,16 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	tally := imagerefs.New()
-	imageEvents := make(chan event.GenericEvent)
 	r := &fleetvirtualmachine.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("fleetvm-hub"),
 		Clock:                   clk,
 		Config:                  opts.FleetVM,
-		Images:                  tally,
-		ImageEvents:             imageEvents,
 		MaxConcurrentReconciles: opts.Workers,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up FleetVirtualMachine controller: %w", err)
-	}
-	inventories := &imageinventory.Reconciler{Client: mgr.GetClient(), Tally: tally, Notify: imageEvents}
-	if err := inventories.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up image inventory controller: %w", err)
 	}
 	images := &fleetdiskimage.Reconciler{
 		Client:   mgr.GetClient(),

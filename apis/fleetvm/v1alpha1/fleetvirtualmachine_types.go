@@ -618,8 +618,11 @@ type ExclusionCount struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// DiskImageUsage is one disk image the VM uses, with the references to it
-// across the fleet.
+// DiskImageUsage is one disk image the VM uses. How many VMs use the image
+// across the fleet is on its FleetDiskImage (status.totals.references and
+// per cluster), or on each cluster's ImageInventory: a count that changes
+// whenever any VM anywhere starts or stops would make every FleetVM that
+// shows it rewrite its status each time.
 type DiskImageUsage struct {
 	// image identifies the image as the agents report it:
 	// "datasource:<namespace>/<name>", "pvc:<namespace>/<name>",
@@ -630,10 +633,6 @@ type DiskImageUsage struct {
 	// clusters is the number of this VM's clusters where the VM uses it.
 	// +required
 	Clusters int32 `json:"clusters"`
-	// references is the number of VMs using the image across the fleet,
-	// managed by FleetVM or not, from every cluster's image inventory.
-	// +required
-	References int32 `json:"references"`
 }
 
 // FleetVirtualMachineStatus is the observed state of a FleetVirtualMachine.

@@ -34,14 +34,12 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/capacity"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move/runner"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/placement"
-	"github.com/fleetvm/fleetvm/pkg/imagerefs"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -57,11 +55,6 @@ type Reconciler struct {
 	// reconcile when a grace period ends (a fake clock in tests).
 	Clock  clock.WithDelayedExecution
 	Config Config
-	// Images gives the fleet-wide references of the disk images the VMs
-	// use; ImageEvents wakes a FleetVirtualMachine when a total it shows
-	// changed. Both optional: without them, references are not shown.
-	Images      *imagerefs.Tally
-	ImageEvents <-chan event.GenericEvent
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
 

@@ -91,10 +91,9 @@ func (s *scope) key() types.NamespacedName {
 }
 
 // reconcileGone releases what a FleetVirtualMachine that is gone left:
-// its image references, its alarm, its expectation, and what FleetVMs
+// its alarm, its expectation, and what FleetVMs
 // deleted together left behind in its namespace.
 func (r *Reconciler) reconcileGone(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
-	r.observeImages(key, nil)
 	r.alarms.set(key, 0)
 	r.expect.Forget(key)
 	r.shapes.Forget(key)
@@ -209,7 +208,6 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	s.deliverOK = projectErr == nil && appSetErr == nil
 	s.in.AppSetExists = appSet != nil
 	r.readClusterState(s.obs, &s.in)
-	s.in.ImageTotals = r.observeImages(s.key(), status.ReportedImages(s.in.Reports))
 	s.fail(r.readDiskImages(ctx, s.fvm, &s.in))
 }
 

@@ -103,15 +103,6 @@ func (r *Reconciler) readDiskImages(ctx context.Context, fvm *fleetv1alpha1.Flee
 	return joinErrors(errs)
 }
 
-// observeImages returns the fleet-wide totals of the images and has the
-// tally wake this FleetVirtualMachine when one changes.
-func (r *Reconciler) observeImages(key types.NamespacedName, images []string) map[string]int32 {
-	if r.Images == nil {
-		return nil
-	}
-	return r.Images.Observe(key, images)
-}
-
 // patchStatusIfChanged writes the status only when it differs: a reconcile
 // that finds nothing new issues no write.
 func (r *Reconciler) patchStatusIfChanged(ctx context.Context, before, fvm *fleetv1alpha1.FleetVirtualMachine) error {

@@ -146,12 +146,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.observeShapes(mgr); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		WatchesRawSource(source.Channel(r.alarms.events, &handler.EnqueueRequestForObject{}))
-	if r.ImageEvents != nil {
-		b = b.WatchesRawSource(source.Channel(r.ImageEvents, &handler.EnqueueRequestForObject{}))
-	}
-	return b.
+	return ctrl.NewControllerManagedBy(mgr).
+		WatchesRawSource(source.Channel(r.alarms.events, &handler.EnqueueRequestForObject{})).
 		Named("fleetvirtualmachine").
 		For(&fleetv1alpha1.FleetVirtualMachine{}).
 		Watches(&fleetv1alpha1.FleetVirtualMachine{}, loads).

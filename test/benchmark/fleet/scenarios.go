@@ -382,7 +382,7 @@ func (h *harness) hubReconciles(ctx context.Context, controller string) (float64
 }
 
 // hubControllers are the hub's controllers, as its metrics name them.
-var hubControllers = []string{"fleetvirtualmachine", "vmshapes", "imageinventory", "fleetdiskimage"}
+var hubControllers = []string{"fleetvirtualmachine", "vmshapes", "fleetdiskimage"}
 
 // reconcileStats are the hub's reconcile counts and time per controller.
 type reconcileStats map[string]struct {

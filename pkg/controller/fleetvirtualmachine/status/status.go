@@ -88,8 +88,6 @@ type Inputs struct {
 	// Conflict names the FleetVirtualMachine that delivers the same VM
 	// ("namespace/name"); this one then delivers nothing.
 	Conflict string
-	// ImageTotals are the fleet-wide references of the reported images.
-	ImageTotals map[string]int32
 	// Images are the FleetDiskImages of spec.diskImages by name, nil when
 	// one does not exist.
 	Images map[string]*fleetv1alpha1.FleetDiskImage
@@ -344,18 +342,8 @@ func imageWait(in Inputs, cluster string) string {
 	return ""
 }
 
-// ReportedImages lists the images the reported VMs use, sorted.
-func ReportedImages(reports map[string]*fleetv1alpha1.VMState) []string {
-	var out []string
-	for _, r := range reports {
-		out = append(out, r.DiskImages...)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// diskImages lists each image the VM uses on its clusters, on how many,
-// and its references across the fleet. A cluster whose state is unknown
+// diskImages lists each image the VM uses on its clusters, and on how
+// many. A cluster whose state is unknown
 // is still counted: its VM was using the image when last seen, and an
 // image must never look less used than it may be.
 func diskImages(in Inputs) []fleetv1alpha1.DiskImageUsage {
@@ -370,7 +358,7 @@ func diskImages(in Inputs) []fleetv1alpha1.DiskImageUsage {
 	}
 	out := make([]fleetv1alpha1.DiskImageUsage, 0, len(clusters))
 	for _, image := range slices.Sorted(maps.Keys(clusters)) {
-		out = append(out, fleetv1alpha1.DiskImageUsage{Image: image, Clusters: clusters[image], References: in.ImageTotals[image]})
+		out = append(out, fleetv1alpha1.DiskImageUsage{Image: image, Clusters: clusters[image]})
 	}
 	if len(out) == 0 {
 		return nil
