@@ -378,27 +378,10 @@ func (b *bench) watchHub(ctx context.Context) error {
 }
 
 // watchServers notes, from a watch on the spoke, on which clusters each VM
-// has a server: an instance that has not ended and is not the receiver of
-// a live migration waiting for it.
+// has a server.
 func (b *bench) watchServers(ctx context.Context, spoke *fleetenv.Cluster) error {
-	c, err := cache.New(spoke.Config, cache.Options{Scheme: b.f.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
-		return err
-	}
-	inf, err := c.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
-	if err != nil {
-		return err
-	}
 	cluster := spoke.Name
-	note := func(o any, exists bool) {
-		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-			o, exists = tomb.Obj, false
-		}
-		vmi, ok := o.(*kubevirtv1.VirtualMachineInstance)
-		if !ok {
-			return
-		}
-		serves := exists && !vmi.IsFinal() && !vmi.IsMigrationTarget()
+	return fleetrun.WatchServers(ctx, spoke, b.f.Scheme, ns, func(vmi *kubevirtv1.VirtualMachineInstance, serves bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		on := b.servers[vmi.Name]
@@ -414,19 +397,7 @@ func (b *bench) watchServers(ctx context.Context, spoke *fleetenv.Cluster) error
 		if len(on) > 1 {
 			b.second[vmi.Name] = true
 		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { note(o, true) },
-		UpdateFunc: func(_, o any) { note(o, true) },
-		DeleteFunc: func(o any) { note(o, false) },
-	}); err != nil {
-		return err
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("%s: the servers' cache did not sync", cluster)
-	}
-	return nil
+	})
 }
 
 // statusWrites is how many FleetVM status writes the hub API server has

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/move"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
+	"github.com/fleetvm/fleetvm/test/fleetrun"
 	"github.com/fleetvm/fleetvm/test/simulator"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
@@ -57,51 +58,24 @@ func watchServers(t *testing.T, ns string) *servers {
 	s := &servers{on: map[string]map[string]bool{}, most: map[string]int{},
 		gone: map[string]map[string]time.Time{}, ready: map[string]map[string]time.Time{}}
 	for _, spoke := range fleet.Spokes {
-		c, err := cache.New(spoke.Config, cache.Options{Scheme: fleet.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		inf, err := c.GetInformer(t.Context(), &kubevirtv1.VirtualMachineInstance{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		cluster := spoke.Name
-		note := func(o any, exists bool) {
-			if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-				o, exists = tomb.Obj, false
-			}
-			vmi, ok := o.(*kubevirtv1.VirtualMachineInstance)
-			if !ok {
-				return
-			}
-			// A server is an instance that has not ended, and is not
-			// the receiver of a live migration waiting for it (which
-			// serves once the migration completed).
-			s.note(cluster, vmi, exists && !vmi.IsFinal() && !vmi.IsMigrationTarget())
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { note(o, true) },
-			UpdateFunc: func(_, o any) { note(o, true) },
-			DeleteFunc: func(o any) { note(o, false) },
+		if err := fleetrun.WatchServers(t.Context(), spoke, fleet.Scheme, ns, func(vmi *kubevirtv1.VirtualMachineInstance, serves bool) {
+			s.note(cluster, vmi, serves)
 		}); err != nil {
 			t.Fatal(err)
-		}
-		go func() { _ = c.Start(t.Context()) }()
-		if !c.WaitForCacheSync(t.Context()) {
-			t.Fatal("the servers' cache did not sync")
 		}
 	}
 	return s
 }
 
-func (s *servers) note(cluster string, vmi *kubevirtv1.VirtualMachineInstance, exists bool) {
+func (s *servers) note(cluster string, vmi *kubevirtv1.VirtualMachineInstance, serves bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm := vmi.Name
 	if s.on[vm] == nil {
 		s.on[vm], s.gone[vm], s.ready[vm] = map[string]bool{}, map[string]time.Time{}, map[string]time.Time{}
 	}
-	if !exists {
+	if !serves {
 		if s.on[vm][cluster] {
 			s.gone[vm][cluster] = time.Now()
 		}
