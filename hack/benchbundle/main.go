@@ -90,8 +90,8 @@ func readme(name string, dynamic []string) string {
 
 FleetVM's fleet benchmark (`+"`make bench`"+` in the repository) with everything
 it reads: fleetvm-hub, kube-apiserver, etcd, the CRDs of the hub and of the
-clusters, the webhook configurations and the hub's RBAC. It needs Linux and
-no Go.
+clusters, the webhook configurations, the hub's RBAC and the VM chart. It
+needs Linux and no Go.
 
 LIBC
 
@@ -104,6 +104,12 @@ rest; BENCH_SCALE scales both counts (0.1: 100 each). It prints a table and
 writes the JSON report and the hub's log to _output/bench (--out). The
 other flags: --clusters, --fleetvms, --hub-workers, --rest, --out and more
 (./fleetvm-bench --help); BENCH_SERIES=1 runs the scaling series.
+
+    ./fleetvm-bench --drain 500 --timeout 30m
+
+drains a cluster holding 500 copies instead, on a hub and three clusters
+with the KubeVirt simulator: the time, the moves at once against the
+limits, and the VMs that ever ran on two clusters (0, or it fails).
 
 The fleet writes links into bin/pdeathsig/ and its API servers' data under
 $TMPDIR, so unpack it where you may write. What the figures mean:

@@ -22,8 +22,10 @@ import (
 //	bin/                   fleetvm-hub, kube-apiserver, etcd, pdeathsig-shim
 //	crds/hub/, crds/spoke/ every CRD file crdPaths lists, collected, so
 //	                       nothing asks `go list` where the modules are
-//	deploy/webhook/,       as in the repository, for WebhookOptions and
-//	deploy/rbac/role.yaml  ReadHubRBAC
+//	deploy/webhook/,       as in the repository, for WebhookOptions,
+//	deploy/rbac/role.yaml, ReadHubRBAC and the drain scenario's delivery
+//	deploy/charts/         stand-in
+//	  fleetvm-vm/
 //
 // WriteBundle writes the marker, the CRDs and the deploy files; the
 // Makefile builds and copies the binaries.
@@ -42,11 +44,13 @@ const (
 )
 
 // bundleDeployPaths are what the fleet reads from deploy/ besides the
-// CRDs: the webhook configurations (a folder, as envtest reads it) and
-// the hub's RBAC. A bundle keeps them at their repository paths.
+// CRDs: the webhook configurations (a folder, as envtest reads it), the
+// hub's RBAC, and the VM chart that the drain scenario's delivery stand-in
+// renders. A bundle keeps them at their repository paths.
 var bundleDeployPaths = []string{
 	filepath.Join("deploy", "webhook"),
 	filepath.Join("deploy", "rbac", "role.yaml"),
+	filepath.Join("deploy", "charts", "fleetvm-vm"),
 }
 
 // IsBundle reports whether dir is the root of a benchmark bundle.
@@ -160,8 +164,8 @@ func crdFiles(path string) ([]string, error) {
 	return files, nil
 }
 
-// copyPath copies the file src to dst, or the files of the folder src
-// (not its subfolders: the fleet reads none) into the folder dst.
+// copyPath copies the file src to dst, or the folder src with everything
+// in it (a chart has templates/) into the folder dst.
 func copyPath(src, dst string) error {
 	info, err := os.Stat(src)
 	if err != nil {
@@ -175,10 +179,7 @@ func copyPath(src, dst string) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+		if err := copyPath(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -63,11 +63,11 @@ func TestBundle(t *testing.T) {
 		}
 	}
 	for _, p := range bundleDeployPaths {
-		want, err := baseNames(filepath.Join(root, p))
+		want, err := treeFiles(filepath.Join(root, p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := baseNames(filepath.Join(dst, p))
+		got, err := treeFiles(filepath.Join(dst, p))
 		if err != nil {
 			t.Errorf("bundle: %v", err)
 			continue
@@ -137,4 +137,19 @@ func baseNames(path string) ([]string, error) {
 		names = append(names, filepath.Base(f))
 	}
 	return names, nil
+}
+
+// treeFiles returns the files under path, relative to it: path itself
+// when it is a file (as ".").
+func treeFiles(path string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(path, p)
+		files = append(files, rel)
+		return err
+	})
+	return files, err
 }
