@@ -48,7 +48,8 @@ func (v *FleetDiskImageValidator) ValidateDelete(ctx context.Context, obj runtim
 		return nil, fmt.Errorf("expected a FleetDiskImage, got %T", obj)
 	}
 	key := types.NamespacedName{Namespace: fdi.Namespace, Name: fdi.Name}
-	usage, err := fleetdiskimage.ReadUsage(ctx, v.Reader, v.ImageNamespace, key)
+	// Not indexed: the reader may be the API server. A deletion is rare.
+	usage, err := fleetdiskimage.ReadUsage(ctx, v.Reader, false, v.ImageNamespace, key)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("cannot tell whether FleetDiskImage %s is in use: %w", key, err))
 	}

@@ -64,14 +64,7 @@ const (
 
 // SetupIndexes registers the indexes.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexDiskImage, func(o client.Object) []string {
-		fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
-		out := make([]string, 0, len(fvm.Spec.DiskImages))
-		for _, d := range fvm.Spec.DiskImages {
-			out = append(out, fvm.Namespace+"/"+d.Name)
-		}
-		return out
-	}); err != nil {
+	if err := indexer.IndexField(ctx, &fleetv1alpha1.FleetVirtualMachine{}, IndexDiskImage, diskImagesOf); err != nil {
 		return fmt.Errorf("index %s: %w", IndexDiskImage, err)
 	}
 	if err := indexer.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkImage, func(o client.Object) []string {
@@ -88,6 +81,17 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return fmt.Errorf("index %s: %w", IndexObjectName, err)
 	}
 	return nil
+}
+
+// diskImagesOf is IndexDiskImage's value: the FleetDiskImages a
+// FleetVirtualMachine lists, "namespace/name".
+func diskImagesOf(o client.Object) []string {
+	fvm := o.(*fleetv1alpha1.FleetVirtualMachine)
+	out := make([]string, 0, len(fvm.Spec.DiskImages))
+	for _, d := range fvm.Spec.DiskImages {
+		out = append(out, fvm.Namespace+"/"+d.Name)
+	}
+	return out
 }
 
 // Reconciler reconciles FleetDiskImages.
@@ -158,19 +162,28 @@ func names(list []string, most int) string {
 
 // ReadUsage gathers who uses the FleetDiskImage key. It reads every
 // cluster's inventory from the cache without copying: O(clusters), for a
-// handful of images per reconcile.
-func ReadUsage(ctx context.Context, c client.Reader, imageNamespace string, key types.NamespacedName) (Usage, error) {
+// handful of images per reconcile. indexed says c is the hub's cache, with
+// IndexDiskImage: the FleetVirtualMachines listing the image are then read
+// from the index, without copies; otherwise (the webhook may read straight
+// from the API server, which has no such index) the namespace's are listed
+// and filtered. Every inventory change wakes the image's reconcile, so
+// a namespace of thousands of FleetVMs listed each time would make a burst
+// or a drain quadratic.
+func ReadUsage(ctx context.Context, c client.Reader, indexed bool, imageNamespace string, key types.NamespacedName) (Usage, error) {
 	u := Usage{ByCluster: map[string]int32{}, Inventories: map[string]*fleetv1alpha1.ImageInventory{}}
 	var fvms fleetv1alpha1.FleetVirtualMachineList
-	// Filtered here, not by the cache index: the webhook may read straight
-	// from the API server. One namespace's FleetVMs.
-	if err := c.List(ctx, &fvms, client.InNamespace(key.Namespace)); err != nil {
+	opts := []client.ListOption{client.InNamespace(key.Namespace), client.UnsafeDisableDeepCopy}
+	if indexed {
+		opts = append(opts, client.MatchingFields{IndexDiskImage: key.String()})
+	}
+	if err := c.List(ctx, &fvms, opts...); err != nil {
 		return u, fmt.Errorf("list FleetVirtualMachines using %s: %w", key, err)
 	}
 	for _, f := range fvms.Items {
 		for _, d := range f.Spec.DiskImages {
 			if d.Name == key.Name {
 				u.FleetVMs = append(u.FleetVMs, f.Namespace+"/"+f.Name)
+				break
 			}
 		}
 	}
@@ -221,7 +234,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := fdi.DeepCopy()
 	now := r.Clock.Now()
 
-	usage, err := ReadUsage(ctx, r.Client, r.Config.ImageNamespace, req.NamespacedName)
+	usage, err := ReadUsage(ctx, r.Client, true, r.Config.ImageNamespace, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
