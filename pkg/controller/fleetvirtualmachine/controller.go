@@ -69,6 +69,11 @@ type Reconciler struct {
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations
+	// deletions keep the tenant and shared objects this hub deleted from
+	// being deleted again while the cache still shows them: the last of a
+	// namespace's FleetVirtualMachines deletes its ManifestWorks (one per
+	// cluster), and the sweep after it found them all again.
+	deletions write.Deletions
 	// shapes holds each FleetVirtualMachine's VM shape per generation,
 	// recorded by an event handler on the FleetVirtualMachine informer;
 	// shapesObserved tells whether that handler has seen the informer's

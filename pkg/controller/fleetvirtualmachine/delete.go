@@ -228,7 +228,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 			case obj.GetLabels()[delivery.LabelClusterSet] != set || obj.GetLabels()[fleetv1alpha1.LabelPartOf] != fleetv1alpha1.PartOfValue:
 				continue // not FleetVM's: left alone
 			}
-			if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			if err := r.deletions.Delete(ctx, r.Client, obj); err != nil {
 				errs = append(errs, fmt.Errorf("delete %s: %w", klog.KObj(obj), err))
 			}
 		}
@@ -236,7 +236,7 @@ func (r *Reconciler) cleanupShared(ctx context.Context, sets []string, self type
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: set}, binding); err == nil &&
 			binding.Labels[fleetv1alpha1.LabelPartOf] == fleetv1alpha1.PartOfValue {
 			// Only a binding FleetVM created; one a user made stays.
-			if err := r.Client.Delete(ctx, binding); err != nil && !apierrors.IsNotFound(err) {
+			if err := r.deletions.Delete(ctx, r.Client, binding); err != nil {
 				errs = append(errs, fmt.Errorf("delete %s: %w", klog.KObj(binding), err))
 			}
 		}

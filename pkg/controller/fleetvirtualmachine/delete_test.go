@@ -10,9 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -22,6 +24,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
@@ -252,5 +255,53 @@ func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
 	left := &argov1alpha1.ApplicationSet{}
 	if err := live.Get(ctx, client.ObjectKeyFromObject(appSet), left); err == nil && left.DeletionTimestamp == nil {
 		t.Error("the ApplicationSet the API server has was not deleted")
+	}
+}
+
+// TestTenantCleanupDeletesEachWorkOnce: the last FleetVM of a namespace
+// deletes the namespace's ManifestWorks (one per cluster) and its
+// AppProject, and the sweep once it is gone looks again while the cache
+// still shows them (the watch has not brought the deletions, or the work
+// agent's finalizer holds them): it asks for no deletion a second time.
+func TestTenantCleanupDeletesEachWorkOnce(t *testing.T) {
+	ctx := t.Context()
+	cfg := DefaultConfig()
+	const ns = "vms"
+	project := &argov1alpha1.AppProject{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cfg.ArgoNamespace, Name: tenancy.ProjectName(ns), UID: "project-uid",
+		Labels: map[string]string{tenancy.LabelNamespace: ns},
+	}}
+	objs := []client.Object{project}
+	for _, cluster := range []string{"prod-a", "prod-b", "prod-c"} {
+		objs = append(objs, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+			Namespace: cluster, Name: namespaceWorkName(ns), UID: types.UID("work-" + cluster),
+			Labels: map[string]string{tenancy.LabelNamespace: ns},
+		}})
+	}
+	deleted := map[string]int{}
+	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		// The cache lags: what was deleted is still read.
+		Delete: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.DeleteOption) error {
+			deleted[obj.GetNamespace()+"/"+obj.GetName()]++
+			return nil
+		},
+	})
+	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: b.Build(), Config: cfg}
+	if _, err := r.cleanupTenant(ctx, ns, "last-fvm-uid"); err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 4 {
+		t.Fatalf("the last FleetVM deleted %v, want the AppProject and the 3 works", deleted)
+	}
+	if _, err := r.sweepReleased(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for obj, n := range deleted {
+		if n != 1 {
+			t.Errorf("%s deleted %d times, want once", obj, n)
+		}
 	}
 }

@@ -232,7 +232,7 @@ func (r *Reconciler) cleanupTenant(ctx context.Context, namespace string, self t
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: project}, p)
 	switch {
 	case err == nil && p.Labels[tenancy.LabelNamespace] == namespace:
-		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		if err := r.deletions.Delete(ctx, r.Client, p); err != nil {
 			errs = append(errs, fmt.Errorf("delete AppProject %s: %w", klog.KObj(p), err))
 		}
 	case err != nil && !apierrors.IsNotFound(err):
@@ -247,7 +247,7 @@ func (r *Reconciler) cleanupTenant(ctx context.Context, namespace string, self t
 		if w.Name != namespaceWorkName(namespace) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, w); client.IgnoreNotFound(err) != nil {
+		if err := r.deletions.Delete(ctx, r.Client, w); err != nil {
 			errs = append(errs, fmt.Errorf("delete ManifestWork %s: %w", klog.KObj(w), err))
 		}
 	}
