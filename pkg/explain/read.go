@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +21,12 @@ import (
 // Objects listed are read, never changed: from a cache they are not
 // copied.
 func Read(ctx context.Context, c client.Reader, fvm *fleetv1alpha1.FleetVirtualMachine, envLabel string) (Input, error) {
+	return ReadScores(ctx, c, nil, fvm, envLabel)
+}
+
+// ReadScores is Read with the capacity scores read through scores, which
+// keeps each one parsed (the hub's; nil: each read anew).
+func ReadScores(ctx context.Context, c client.Reader, scores *capacity.Scores, fvm *fleetv1alpha1.FleetVirtualMachine, envLabel string) (Input, error) {
 	p := fvm.Spec.Placement
 	in := Input{
 		EnvironmentLabel: envLabel, Environment: p.Environment, Selector: p.ClusterSelector, Tolerations: p.Tolerations,
@@ -60,16 +65,12 @@ func Read(ctx context.Context, c client.Reader, fvm *fleetv1alpha1.FleetVirtualM
 			}
 			seen[mc.Name] = true
 			cl := Cluster{Name: mc.Name, Labels: mc.Labels, Taints: mc.Spec.Taints}
-			score := &clusterv1alpha1.AddOnPlacementScore{}
-			switch err := c.Get(ctx, client.ObjectKey{Namespace: mc.Name, Name: fleetv1alpha1.CapacityScoreName}, score); {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return in, fmt.Errorf("get AddOnPlacementScore %s/%s: %w", mc.Name, fleetv1alpha1.CapacityScoreName, err)
-			default:
-				cl.Scores = capacity.ScoreValues(score)
-				if score.Status.ValidUntil != nil {
-					cl.ValidUntil = score.Status.ValidUntil.Time
-				}
+			score, err := scores.Read(ctx, c, mc.Name)
+			if err != nil {
+				return in, err
+			}
+			if score.Found {
+				cl.Scores, cl.ValidUntil = score.Values, score.ValidUntil
 			}
 			in.Clusters = append(in.Clusters, cl)
 		}

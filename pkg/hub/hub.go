@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -128,7 +129,13 @@ func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 				},
 			}},
 			// Only the fleetvm agents' capacity scores, not other addons'.
-			&clusterv1alpha1.AddOnPlacementScore{}: {Field: fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName)},
+			// Read without a deep copy: the hub reads every cluster's score
+			// to rank a FleetVM's candidates, never changes one, and keeps
+			// their values parsed (capacity.Scores).
+			&clusterv1alpha1.AddOnPlacementScore{}: {
+				Field:                 fields.OneTermEqualSelector("metadata.name", fleetv1alpha1.CapacityScoreName),
+				UnsafeDisableDeepCopy: ptr.To(true),
+			},
 			// Not their labels (trimVMReport).
 			&fleetv1alpha1.VMReport{}: {Transform: then(trimVMReport)},
 			// Status lists at their length (trimFleetVM).

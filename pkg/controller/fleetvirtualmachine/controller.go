@@ -66,6 +66,8 @@ type Reconciler struct {
 	// arriving counts the copies placed on each cluster that its capacity
 	// score does not show yet (SetupWithManager).
 	arriving *placement.Arriving
+	// scores keeps the clusters' capacity scores parsed, once per version.
+	scores capacity.Scores
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations

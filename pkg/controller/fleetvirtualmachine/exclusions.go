@@ -48,7 +48,7 @@ func wantsExclusions(spec fleetv1alpha1.FleetVirtualMachineSpec, placed int) boo
 // candidate Placement's decision: the same for every FleetVirtualMachine
 // that shares it, so the ones waiting agree on the reschedule token.
 func (r *Reconciler) exclusions(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, decision, candidates []string, outcome placement.Outcome, now metav1.Time) (excluded []fleetv1alpha1.ExclusionCount, qualifying []string, err error) {
-	in, err := explain.Read(ctx, r.Client, fvm, r.Config.EnvironmentLabel)
+	in, err := explain.ReadScores(ctx, r.Client, &r.scores, fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}

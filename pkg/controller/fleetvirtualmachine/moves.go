@@ -178,7 +178,7 @@ func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err := explain.Read(ctx, r.Client, s.fvm, r.Config.EnvironmentLabel)
+	in, err := explain.ReadScores(ctx, r.Client, &r.scores, s.fvm, r.Config.EnvironmentLabel)
 	if err != nil {
 		return nil, nil, fmt.Errorf("explain the placement: %w", err)
 	}

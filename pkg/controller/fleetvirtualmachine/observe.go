@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -277,11 +276,11 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		if v, ok := scores[cluster]; ok {
 			return v
 		}
-		s := &clusterv1alpha1.AddOnPlacementScore{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, s); err != nil {
-			s = nil
+		s, err := r.scores.Read(ctx, r.Client, cluster)
+		if err != nil {
+			s = capacity.Score{}
 		}
-		scores[cluster] = capacity.ValidScoreValues(s, r.Clock.Now()) // expired: no score
+		scores[cluster] = s.Valid(r.Clock.Now()) // expired: no score
 		return scores[cluster]
 	}
 	if shape, ok := r.shapes.Of(fvm); ok {
