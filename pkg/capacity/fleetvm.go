@@ -46,7 +46,7 @@ func ShapeOf(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
 
 // ScoreValues returns the values of a fleetvm-capacity score by name; nil
 // for no score. It reads the score whatever its validUntil, as OCM's CEL
-// scores() does: the hub's pick reads ValidScoreValues.
+// scores() does: the hub's pick reads ValidScoreValues (Scores).
 func ScoreValues(score *clusterv1alpha1.AddOnPlacementScore) map[string]int32 {
 	if score == nil {
 		return nil
@@ -68,11 +68,12 @@ func Expired(score *clusterv1alpha1.AddOnPlacementScore, now time.Time) bool {
 
 // ValidScoreValues is ScoreValues for a score that has not expired by now,
 // and nil (no score: nothing fits) for one that has.
+// It is Score.Valid, which the hub's pick reads through Scores.
 func ValidScoreValues(score *clusterv1alpha1.AddOnPlacementScore, now time.Time) map[string]int32 {
-	if Expired(score, now) {
+	if score == nil {
 		return nil
 	}
-	return ScoreValues(score)
+	return scoreOf(score).Valid(now)
 }
 
 // DefaultShapesPerNamespace is how many distinct VM shapes the
