@@ -52,7 +52,8 @@ func isRepoRoot(dir string) bool {
 
 // binaryAssets returns the folder envtest starts kube-apiserver and etcd
 // from: links to the pdeathsig shim, named after the real binaries in bin/.
-// In the repository the shim is built here when missing (it is small);
+// In the repository the shim is built here when missing or older than its
+// source (it is small);
 // kube-apiserver and etcd take minutes and are built by `make test-binaries`.
 // A bundle ships all three, and a machine that runs one may have no Go.
 func binaryAssets(root string) (string, error) {
@@ -104,9 +105,14 @@ func buildOnce(root, out string) error {
 	if shimBuild.done {
 		return nil
 	}
-	if _, err := os.Stat(out); err == nil {
-		shimBuild.done = true
-		return nil
+	// Kept while it is newer than its source: a checkout with a mended
+	// shim builds it again.
+	if bin, err := os.Stat(out); err == nil {
+		src, err := os.Stat(filepath.Join(root, "hack", "pdeathsig", "main.go"))
+		if err == nil && !bin.ModTime().Before(src.ModTime()) {
+			shimBuild.done = true
+			return nil
+		}
 	}
 	// Build to a temporary name and rename, so parallel test binaries never
 	// see a half-written file.
