@@ -187,7 +187,7 @@ func (r *Reconciler) outsideDecision(ctx context.Context, s *scope, copies map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	fit := fitValues(in)
+	fit := fitValues(in, verdicts)
 	for _, v := range verdicts {
 		c := v.Cluster
 		switch {
