@@ -45,11 +45,19 @@ func (s Score) Valid(now time.Time) map[string]int32 {
 // hub's cache returns AddOnPlacementScores without a deep copy
 // (hub.CacheOptions), so a read is one shallow copy and a lookup here.
 //
+// The object a read copies the cached score into is reused (scoreObjects),
+// and a score already parsed is found under a read lock: the workers of a
+// 16-core hub read the same clusters at once.
+//
 // The zero value is ready; a nil *Scores reads without keeping anything.
 type Scores struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	parsed map[string]parsedScore
 }
+
+// scoreObjects are the objects Read gets a score into: it keeps nothing of
+// one once it has its resourceVersion and, when new, its parsed values.
+var scoreObjects = sync.Pool{New: func() any { return &clusterv1alpha1.AddOnPlacementScore{} }}
 
 type parsedScore struct {
 	resourceVersion string
@@ -59,7 +67,12 @@ type parsedScore struct {
 // Read reads cluster's score from c. A score c does not find is not
 // Found; other errors are returned.
 func (s *Scores) Read(ctx context.Context, c client.Reader, cluster string) (Score, error) {
-	obj := &clusterv1alpha1.AddOnPlacementScore{}
+	obj := scoreObjects.Get().(*clusterv1alpha1.AddOnPlacementScore)
+	defer func() {
+		// Zeroed, so a pooled object holds nothing of the cache's.
+		*obj = clusterv1alpha1.AddOnPlacementScore{}
+		scoreObjects.Put(obj)
+	}()
 	if err := c.Get(ctx, types.NamespacedName{Namespace: cluster, Name: fleetv1alpha1.CapacityScoreName}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.forget(cluster)
@@ -70,12 +83,15 @@ func (s *Scores) Read(ctx context.Context, c client.Reader, cluster string) (Sco
 	if s == nil {
 		return scoreOf(obj), nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.parsed[cluster]; ok && p.resourceVersion == obj.ResourceVersion && obj.ResourceVersion != "" {
+	s.mu.RLock()
+	p, ok := s.parsed[cluster]
+	s.mu.RUnlock()
+	if ok && p.resourceVersion == obj.ResourceVersion && obj.ResourceVersion != "" {
 		return p.score, nil
 	}
 	score := scoreOf(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.parsed == nil {
 		s.parsed = map[string]parsedScore{}
 	}
