@@ -85,8 +85,9 @@ const DefaultShapesPerNamespace = 50
 // FleetVirtualMachines left out because their namespace would add more
 // than its share.
 type FleetShapes struct {
-	// Shapes are the shapes of every FleetVirtualMachine not over its
-	// namespace's limit (duplicates included: EncodeShapes removes them).
+	// Shapes are the shapes of the FleetVirtualMachines not over their
+	// namespace's limit, once per namespace (a shape two namespaces ask
+	// for comes twice: EncodeShapes keeps one).
 	Shapes []Shape
 	// Over maps each FleetVirtualMachine whose shape is left out to the
 	// reason, for its status.
@@ -116,7 +117,7 @@ func ShapesOf(fvms []fleetv1alpha1.FleetVirtualMachine, limit int, of func(*flee
 		fvm   *fleetv1alpha1.FleetVirtualMachine
 		shape Shape
 	}
-	var entries []entry
+	entries := make([]entry, 0, len(fvms))
 	for i := range fvms {
 		if s, ok := of(&fvms[i]); ok {
 			entries = append(entries, entry{&fvms[i], s})
@@ -145,8 +146,12 @@ func ShapesOf(fvms []fleetv1alpha1.FleetVirtualMachine, limit int, of func(*flee
 				ns, limit, name)
 			continue
 		}
-		names[name] = true
-		out.Shapes = append(out.Shapes, e.shape)
+		if !names[name] {
+			// One per name and namespace: EncodeShapes keeps one per
+			// name, and a hub of 10,000 FleetVMs has a few shapes.
+			names[name] = true
+			out.Shapes = append(out.Shapes, e.shape)
+		}
 	}
 	return out
 }

@@ -360,9 +360,18 @@ func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placem
 		client.MatchingFields{IndexPlacement: p.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
 	}
-	var clusters []string
-	for _, d := range list.Items {
-		if !anyOwner && !metav1.IsControlledBy(&d, p) && len(d.OwnerReferences) > 0 {
+	// Sized first: a candidate Placement's decisions name every
+	// qualifying cluster (800 in the benchmark's fleet), read on every
+	// reconcile; grown by append they were 1.3 GB of a 10,000-FleetVM
+	// burst's allocations.
+	n := 0
+	for i := range list.Items {
+		n += len(list.Items[i].Status.Decisions)
+	}
+	clusters := make([]string, 0, n)
+	for i := range list.Items {
+		d := &list.Items[i]
+		if !anyOwner && !metav1.IsControlledBy(d, p) && len(d.OwnerReferences) > 0 {
 			continue // a decision of an earlier Placement of the same name
 		}
 		for _, cd := range d.Status.Decisions {
