@@ -14,7 +14,10 @@ import (
 )
 
 // TestMain doubles as the program the shim starts in the test below: with
-// PDEATHSIG_PROBE set it prints its parent-death signal and exits.
+// PDEATHSIG_PROBE set it prints its parent-death signal and exits. The
+// signal is the calling thread's, and a new thread starts without one: the
+// probe reads it on the main thread, the one the shim's exec left, because
+// main.go's init locks the main goroutine there in this test binary too.
 func TestMain(m *testing.M) {
 	if os.Getenv("PDEATHSIG_PROBE") != "" {
 		var sig int32
