@@ -165,8 +165,14 @@ type ShapeCache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]cachedShape
 	// names counts, per namespace, the FleetVirtualMachines of each shape
-	// among the entries (Distinct).
-	names map[string]map[string]int
+	// among the entries (Distinct), with the shape (Fleet).
+	names map[string]map[string]shapeCount
+}
+
+// shapeCount is how many entries of a namespace have a shape.
+type shapeCount struct {
+	n     int
+	shape Shape
 }
 
 type cachedShape struct {
@@ -222,18 +228,59 @@ func (c *ShapeCache) of(fvm *fleetv1alpha1.FleetVirtualMachine, observed bool) (
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]cachedShape{}
-		c.names = map[string]map[string]int{}
+		c.names = map[string]map[string]shapeCount{}
 	}
 	c.drop(key)
 	c.entries[key] = e
 	if ok {
 		if c.names[key.Namespace] == nil {
-			c.names[key.Namespace] = map[string]int{}
+			c.names[key.Namespace] = map[string]shapeCount{}
 		}
-		c.names[key.Namespace][e.name]++
+		count := c.names[key.Namespace][e.name]
+		c.names[key.Namespace][e.name] = shapeCount{n: count.n + 1, shape: shape}
 	}
 	c.mu.Unlock()
 	return shape, ok
+}
+
+// Lookup is Of without remembering: the cached shape when fvm's
+// generation was seen, else ShapeOf(fvm). For a reader of a list that
+// must not put back what Observe's caller has since let go (Forget).
+func (c *ShapeCache) Lookup(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
+	c.mu.Lock()
+	e, hit := c.entries[types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}]
+	c.mu.Unlock()
+	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == (fvm.DeletionTimestamp != nil) {
+		return e.shape, e.ok
+	}
+	return ShapeOf(fvm)
+}
+
+// Fleet is Shapes of every FleetVirtualMachine the cache holds, read from
+// its counts, for the namespaces with no more than limit distinct shapes
+// (DefaultShapesPerNamespace when limit < 1): each of their shapes once.
+// The namespaces with more come back in over, sorted: which of their
+// shapes count depends on the order their FleetVirtualMachines were
+// created in, which the cache does not keep, so the caller asks Shapes
+// about each of them. A cache that Observe fills holds every
+// FleetVirtualMachine the informer has delivered.
+func (c *ShapeCache) Fleet(limit int) (shapes []Shape, over []string) {
+	if limit < 1 {
+		limit = DefaultShapesPerNamespace
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ns, names := range c.names {
+		if len(names) > limit {
+			over = append(over, ns)
+			continue
+		}
+		for _, count := range names {
+			shapes = append(shapes, count.shape)
+		}
+	}
+	slices.Sort(over)
+	return shapes, over
 }
 
 // Forget drops what the cache holds for a FleetVirtualMachine that is gone.
@@ -266,7 +313,9 @@ func (c *ShapeCache) drop(key types.NamespacedName) {
 		return
 	}
 	ns := c.names[key.Namespace]
-	if ns[old.name]--; ns[old.name] <= 0 {
+	if count := ns[old.name]; count.n > 1 {
+		ns[old.name] = shapeCount{n: count.n - 1, shape: count.shape}
+	} else {
 		delete(ns, old.name)
 	}
 	if len(ns) == 0 {

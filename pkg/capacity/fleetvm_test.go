@@ -207,3 +207,52 @@ func TestShapeCacheDistinct(t *testing.T) {
 		t.Errorf("Retain kept %d entries, want 1", len(c.entries))
 	}
 }
+
+// TestShapeCacheFleet: the shapes of the namespaces within their limit,
+// read from the cache's counts, are Shapes' answer for them; a namespace
+// over its limit is named instead; Lookup answers as Of does and
+// remembers nothing.
+func TestShapeCacheFleet(t *testing.T) {
+	var c ShapeCache
+	within := []fleetv1alpha1.FleetVirtualMachine{
+		fleetVM("team-b", "b1", 1, 4), fleetVM("team-b", "b2", 1, 5), fleetVM("team-b", "b3", 2, 4),
+		fleetVM("team-c", "c1", 1, 4),
+	}
+	over := []fleetv1alpha1.FleetVirtualMachine{fleetVM("team-a", "a1", 1, 1), fleetVM("team-a", "a2", 2, 2), fleetVM("team-a", "a3", 3, 3)}
+	for i := range within {
+		c.Observe(&within[i])
+	}
+	for i := range over {
+		c.Observe(&over[i])
+	}
+	names := func(shapes []Shape) []string {
+		var out []string
+		for _, s := range shapes {
+			out = append(out, s.Name())
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	shapes, overNS := c.Fleet(2)
+	if diff := cmp.Diff(names(Shapes(within, 2).Shapes), names(shapes)); diff != "" {
+		t.Errorf("shapes within the limit (-Shapes,+Fleet):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"team-a"}, overNS); diff != "" {
+		t.Errorf("namespaces over the limit (-want,+got):\n%s", diff)
+	}
+	if shapes, overNS := c.Fleet(0); len(overNS) != 0 || len(names(shapes)) != 5 {
+		t.Errorf("with the default limit: %d distinct shapes, over %v; want 5 and none", len(names(shapes)), overNS)
+	}
+
+	c.Forget(types.NamespacedName{Namespace: "team-a", Name: "a3"})
+	if _, overNS := c.Fleet(2); len(overNS) != 0 {
+		t.Errorf("team-a down to 2 shapes still over: %v", overNS)
+	}
+	got, ok := c.Lookup(&over[2])
+	if want, _ := ShapeOf(&over[2]); !ok || got.Name() != want.Name() {
+		t.Errorf("Lookup of a forgotten FleetVirtualMachine says %s (%t), ShapeOf %s", got.Name(), ok, want.Name())
+	}
+	if _, overNS := c.Fleet(2); len(overNS) != 0 || c.Distinct("team-a") != 2 {
+		t.Errorf("Lookup put a forgotten FleetVirtualMachine back: team-a has %d shapes", c.Distinct("team-a"))
+	}
+}

@@ -12,10 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -39,12 +42,17 @@ type Reconciler struct {
 	// controller must be given the same.
 	ShapesPerNamespace int
 
+	// shapes holds each FleetVirtualMachine's shape for its generation,
+	// its template decoded once, and counts the shapes per namespace; the
+	// watch's handler writes it, the reconcile reads it (it locks).
+	shapes capacity.ShapeCache
+	// observing: the watch of SetupWithManager records every
+	// FleetVirtualMachine's shape in shapes (fleetShapes).
+	observing bool
+
 	// The controller has one work item, so one reconcile runs at a time
 	// and these need no lock.
 	//
-	// shapes decodes each FleetVirtualMachine's template once per
-	// generation, not on every pass over the fleet.
-	shapes capacity.ShapeCache
 	// verified maps each cluster namespace to the resourceVersion of its
 	// ConfigMap as last found or written holding verifiedData: while the
 	// cache shows that same version and the data is unchanged, there is
@@ -59,19 +67,13 @@ type Reconciler struct {
 // ConfigMap whose content differs; the cost is reads from the cache, and a
 // write only where something changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	// Read only: the cache's objects are not copied.
-	var fvms fleetv1alpha1.FleetVirtualMachineList
-	if err := r.Client.List(ctx, &fvms, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list FleetVirtualMachines: %w", err)
+	shapes, err := r.fleetShapes(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	listed := make(map[types.NamespacedName]bool, len(fvms.Items))
-	for i := range fvms.Items {
-		listed[client.ObjectKeyFromObject(&fvms.Items[i])] = true
-	}
-	r.shapes.Retain(listed)
 	// A FleetVirtualMachine over its namespace's limit says so in its
 	// status (the FleetVirtualMachine controller); its shape is not here.
-	data, err := capacity.EncodeShapes(capacity.ShapesOf(fvms.Items, r.ShapesPerNamespace, r.shapes.Of).Shapes)
+	data, err := capacity.EncodeShapes(shapes)
 	if err != nil {
 		// The ConfigMaps keep their last content: no shape replaces another.
 		return ctrl.Result{}, err
@@ -105,6 +107,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("write %d of %d shape ConfigMaps: %v", len(errs), len(clusters.Items), errs[0])
 	}
 	return ctrl.Result{}, nil
+}
+
+// fleetShapes returns capacity.Shapes of every FleetVirtualMachine. Once
+// the watch has recorded each one's shape as the informer delivers it
+// (SetupWithManager), it reads them from the counts, and lists only the
+// namespaces that ask for more shapes than their limit, so a pass costs
+// the shapes, not the fleet: a burst of 10,000 FleetVirtualMachines makes
+// hundreds of passes. Without the watch (a Reconciler called directly) it
+// lists them all.
+func (r *Reconciler) fleetShapes(ctx context.Context) ([]capacity.Shape, error) {
+	if !r.observing {
+		// Read only: the cache's objects are not copied.
+		var fvms fleetv1alpha1.FleetVirtualMachineList
+		if err := r.Client.List(ctx, &fvms, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list FleetVirtualMachines: %w", err)
+		}
+		listed := make(map[types.NamespacedName]bool, len(fvms.Items))
+		for i := range fvms.Items {
+			listed[client.ObjectKeyFromObject(&fvms.Items[i])] = true
+		}
+		r.shapes.Retain(listed)
+		return capacity.ShapesOf(fvms.Items, r.ShapesPerNamespace, r.shapes.Of).Shapes, nil
+	}
+	shapes, over := r.shapes.Fleet(r.ShapesPerNamespace)
+	for _, ns := range over {
+		var fvms fleetv1alpha1.FleetVirtualMachineList
+		if err := r.Client.List(ctx, &fvms, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list FleetVirtualMachines in %s: %w", ns, err)
+		}
+		// Lookup, not Of: the watch alone records and forgets, so a
+		// FleetVirtualMachine deleted since this list is not put back.
+		shapes = append(shapes, capacity.ShapesOf(fvms.Items, r.ShapesPerNamespace, r.shapes.Lookup).Shapes...)
+	}
+	return shapes, nil
 }
 
 // ensure writes one cluster's ConfigMap; cached is the cache's copy (nil:
@@ -143,8 +179,11 @@ func (r *Reconciler) ensure(ctx context.Context, namespace, data string, cached 
 const Coalesce = time.Second
 
 // SetupWithManager registers the controller: any FleetVirtualMachine spec
-// change, any new cluster, any edit of a shapes ConfigMap queues the one
-// fleet-wide work item, Coalesce later.
+// change or deletion, any new cluster, any edit of a shapes ConfigMap
+// queues the one fleet-wide work item, Coalesce later. The
+// FleetVirtualMachines' events also record each one's shape (shapeWatch),
+// before they queue the item, and the controller starts once the informer's
+// first list is recorded.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := coalesce.All(handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{fleetKey}
@@ -152,12 +191,85 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	shapesOnly := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetName() == fleetv1alpha1.ShapesConfigMapName
 	}))
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &fleetv1alpha1.FleetVirtualMachine{})
+	if err != nil {
+		return fmt.Errorf("FleetVirtualMachine informer: %w", err)
+	}
+	r.observing = true
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("vmshapes").
-		Watches(&fleetv1alpha1.FleetVirtualMachine{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(&shapeWatch{informer: inf, shapes: &r.shapes, registered: make(chan toolscache.ResourceEventHandlerRegistration, 1)}).
 		Watches(&clusterv1.ManagedCluster{}, all, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(_ event.UpdateEvent) bool { return false },
 		})).
 		Watches(&corev1.ConfigMap{}, all, shapesOnly).
 		Complete(write.Requeue(r))
 }
+
+// shapeWatch is the controller's source of FleetVirtualMachine events: it
+// records each one's shape in shapes as the informer delivers it (a spec
+// change makes a new generation, and so does the start of a deletion)
+// and forgets the deleted, then queues the fleet-wide item Coalesce
+// later. One handler does both, in that order, so a pass the event
+// queued finds it recorded; WaitForSync holds the controller's workers
+// until the informer's first list is recorded, so no pass reads a
+// partial fleet.
+type shapeWatch struct {
+	informer   crcache.Informer
+	shapes     *capacity.ShapeCache
+	registered chan toolscache.ResourceEventHandlerRegistration
+}
+
+// Start registers the handler; it does not block.
+func (w *shapeWatch) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	queue := func() { q.AddAfter(fleetKey, Coalesce) }
+	observe := func(obj any) {
+		if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+			w.shapes.Observe(fvm)
+			queue()
+		}
+	}
+	reg, err := w.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: observe,
+		UpdateFunc: func(old, obj any) {
+			before, ok := old.(*fleetv1alpha1.FleetVirtualMachine)
+			after, ok2 := obj.(*fleetv1alpha1.FleetVirtualMachine)
+			if ok && ok2 && before.Generation == after.Generation && before.UID == after.UID &&
+				(before.DeletionTimestamp == nil) == (after.DeletionTimestamp == nil) {
+				return // a status write: the same shape
+			}
+			observe(obj)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+				w.shapes.Forget(client.ObjectKeyFromObject(fvm))
+				queue()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch FleetVirtualMachine shapes: %w", err)
+	}
+	w.registered <- reg
+	return nil
+}
+
+// WaitForSync returns once the handler has recorded the informer's first
+// list.
+func (w *shapeWatch) WaitForSync(ctx context.Context) error {
+	var reg toolscache.ResourceEventHandlerRegistration
+	select {
+	case reg = <-w.registered:
+	case <-ctx.Done():
+		return fmt.Errorf("FleetVirtualMachine shapes: %w", ctx.Err())
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return fmt.Errorf("FleetVirtualMachine shapes: the informer's first list was not recorded: %w", ctx.Err())
+	}
+	return nil
+}
+
+func (w *shapeWatch) String() string { return "FleetVirtualMachine shapes" }

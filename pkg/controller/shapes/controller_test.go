@@ -2,21 +2,29 @@ package shapes
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/capacity"
 )
 
 func fvm(name, cpu, memory string) *fleetv1alpha1.FleetVirtualMachine {
@@ -115,5 +123,144 @@ func TestReconcile(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, read("dev-a")); diff != "" {
 		t.Errorf("hand-edited shapes not put back (-want,+got):\n%s", diff)
+	}
+}
+
+// syncedInformer is a fake informer whose handlers have seen its first
+// list at once.
+type syncedInformer struct{ *controllertest.FakeInformer }
+
+func (i syncedInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	_, err := i.FakeInformer.AddEventHandler(h)
+	return synced{}, err
+}
+
+type synced struct{}
+
+func (synced) HasSynced() bool { return true }
+
+// countingQueue counts the items asked for later.
+type countingQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	later int
+}
+
+func (q *countingQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	if item == fleetKey && d == Coalesce {
+		q.later++
+	}
+}
+
+// TestReconcileFromTheWatch: with the shapes recorded from the informer's
+// events, a pass writes what a pass over the whole list writes, within
+// the namespaces' limit and over it; a creation, a spec change, the start
+// of a deletion and a deletion each record the change before they queue
+// the pass, and a status write queues nothing.
+func TestReconcileFromTheWatch(t *testing.T) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install} {
+		utilruntime.Must(add(s))
+	}
+	bridged := fvm("bridged", "4", "16Gi")
+	bridged.Spec.Template.Raw = []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{` +
+		`"domain":{"cpu":{"cores":4},"memory":{"guest":"16Gi"},"devices":{}},` +
+		`"networks":[{"name":"default","pod":{}},{"name":"vlan","multus":{"networkName":"vlan2003"}}]}}}}`)
+	gitBridged := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "git-bridged"}}
+	gitBridged.Spec.Placement.RequiredNetworks = []string{"default/vlan2003"}
+	fvms := []*fleetv1alpha1.FleetVirtualMachine{fvm("a", "4", "16Gi"), fvm("b", "4", "16384Mi"), fvm("small", "1", "1Gi"), bridged, gitBridged,
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "git"}}}
+	for i, f := range fvms {
+		f.UID, f.Generation = types.UID(f.Name), 1
+		f.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 29, 0, 0, i, 0, time.UTC))
+	}
+	for _, limit := range []int{0, 1} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			ctx := context.Background()
+			b := fake.NewClientBuilder().WithScheme(s).WithObjects(cluster("prod-a"))
+			for _, f := range fvms {
+				b = b.WithObjects(f.DeepCopy())
+			}
+			c := b.Build()
+			r := &Reconciler{Client: c, ShapesPerNamespace: limit, observing: true}
+			inf := syncedInformer{&controllertest.FakeInformer{}}
+			w := &shapeWatch{informer: inf, shapes: &r.shapes, registered: make(chan toolscache.ResourceEventHandlerRegistration, 1)}
+			q := &countingQueue{}
+			if err := w.Start(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WaitForSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fvms {
+				inf.Add(f.DeepCopy())
+			}
+			// pass reconciles and checks the ConfigMap against the
+			// answer for the whole list the client holds.
+			pass := func(what string) {
+				t.Helper()
+				if _, err := r.Reconcile(ctx, ctrl.Request{}); err != nil {
+					t.Fatal(err)
+				}
+				var list fleetv1alpha1.FleetVirtualMachineList
+				if err := c.List(ctx, &list); err != nil {
+					t.Fatal(err)
+				}
+				want, err := capacity.EncodeShapes(capacity.Shapes(list.Items, limit).Shapes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cm := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: "prod-a", Name: fleetv1alpha1.ShapesConfigMapName}, cm); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, cm.Data[fleetv1alpha1.ShapesConfigMapKey]); diff != "" {
+					t.Errorf("%s: shapes from the watch (-from the list,+from the watch):\n%s", what, diff)
+				}
+			}
+			queued := func(what string, want int) {
+				t.Helper()
+				if q.later != want {
+					t.Errorf("%s: %d passes queued, want %d", what, q.later, want)
+				}
+				q.later = 0
+			}
+			queued("first list", len(fvms))
+			pass("first list")
+
+			// A status write: the same shape, nothing queued.
+			status := fvms[0].DeepCopy()
+			status.Status.ObservedGeneration = 1
+			inf.Update(fvms[0], status)
+			queued("status write", 0)
+
+			// A spec change: "a" takes small's shape.
+			changed := fvm("a", "1", "1Gi")
+			changed.UID, changed.Generation, changed.CreationTimestamp = "a", 2, fvms[0].CreationTimestamp
+			stored := &fleetv1alpha1.FleetVirtualMachine{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(changed), stored); err != nil {
+				t.Fatal(err)
+			}
+			stored.Spec = changed.Spec
+			if err := c.Update(ctx, stored); err != nil {
+				t.Fatal(err)
+			}
+			inf.Update(fvms[0], changed)
+			queued("spec change", 1)
+			pass("spec change")
+
+			// The start of a deletion, then the deletion, of bridged.
+			deleting := bridged.DeepCopy()
+			now := metav1.Now()
+			deleting.DeletionTimestamp = &now
+			inf.Update(bridged, deleting)
+			queued("deletion started", 1)
+			if err := c.Delete(ctx, bridged.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			pass("deletion started")
+			inf.Delete(deleting)
+			queued("deleted", 1)
+			pass("deleted")
+		})
 	}
 }

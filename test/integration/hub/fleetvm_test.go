@@ -79,19 +79,21 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 
 	// Every cluster is told the shapes the fleet asks for, so its agent
 	// scores them.
-	err := fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
-		var cm corev1.ConfigMap
-		if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: "dev-a", Name: fleetv1alpha1.ShapesConfigMapName}, &cm); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		got, err := capacity.DecodeShapes(cm.Data[fleetv1alpha1.ShapesConfigMapKey])
-		names := map[string]bool{}
-		for _, s := range got {
-			names[s.Name()] = true
-		}
-		return names[big.Name()] && names[small.Name()], err
-	})
-	if err != nil {
+	shapesOf := func(listed func(names map[string]bool) bool) error {
+		return fleetenv.Eventually(t.Context(), wait, func() (bool, error) {
+			var cm corev1.ConfigMap
+			if err := fleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: "dev-a", Name: fleetv1alpha1.ShapesConfigMapName}, &cm); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			got, err := capacity.DecodeShapes(cm.Data[fleetv1alpha1.ShapesConfigMapKey])
+			names := map[string]bool{}
+			for _, s := range got {
+				names[s.Name()] = true
+			}
+			return listed(names), err
+		})
+	}
+	if err := shapesOf(func(names map[string]bool) bool { return names[big.Name()] && names[small.Name()] }); err != nil {
 		t.Errorf("fleetvm-shapes ConfigMap of dev-a does not list the fleet's shapes: %v", err)
 	}
 
@@ -105,6 +107,20 @@ func TestPlacementByEnvironmentAndFit(t *testing.T) {
 	c = meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionPlaced)
 	if c.Reason != fleetv1alpha1.ReasonNoClusters || !strings.Contains(c.Message, "fleetvm-capacity") {
 		t.Errorf("Placed = %s %q, want %s naming the capacity score", c.Reason, c.Message, fleetv1alpha1.ReasonNoClusters)
+	}
+	// Its shape is asked for while it exists, and no longer once it is
+	// deleted; the others' stay.
+	hugeShape := shape("64", "512Gi")
+	if err := shapesOf(func(names map[string]bool) bool { return names[hugeShape.Name()] }); err != nil {
+		t.Errorf("fleetvm-shapes ConfigMap of dev-a does not list the huge VM's shape: %v", err)
+	}
+	if err := fleet.Hub.Client.Delete(t.Context(), huge); err != nil {
+		t.Fatal(err)
+	}
+	if err := shapesOf(func(names map[string]bool) bool {
+		return !names[hugeShape.Name()] && names[big.Name()] && names[small.Name()]
+	}); err != nil {
+		t.Errorf("fleetvm-shapes ConfigMap of dev-a still lists the deleted VM's shape, or lost another's: %v", err)
 	}
 
 	// The real CRDs accepted every object FleetVM created: the Placement is
