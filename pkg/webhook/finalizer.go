@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
+
+	"gomodules.xyz/jsonpatch/v2"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -46,41 +49,51 @@ type FinalizerAdder struct{}
 
 var _ admission.Handler = FinalizerAdder{}
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. It reads only the object's
+// metadata.deletionTimestamp and metadata.finalizers, and writes the one
+// patch operation itself: not the whole object decoded, changed, encoded
+// and compared, twice, on every create of a burst.
 func (FinalizerAdder) Handle(_ context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	raw := req.Object.Raw
-	var obj map[string]any
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return admission.Allowed("not a JSON object: the controller adds the finalizer")
+	var obj struct {
+		Metadata *struct {
+			DeletionTimestamp json.RawMessage `json:"deletionTimestamp"`
+			Finalizers        json.RawMessage `json:"finalizers"`
+		} `json:"metadata"`
 	}
-	meta, ok := obj["metadata"].(map[string]any)
-	if !ok {
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return admission.Allowed("not a JSON object with an object as metadata: the controller adds the finalizer")
+	}
+	meta := obj.Metadata
+	if meta == nil {
 		return admission.Allowed("no metadata: the controller adds the finalizer")
 	}
-	if meta["deletionTimestamp"] != nil {
+	if isSet(meta.DeletionTimestamp) {
 		return admission.Allowed("being deleted")
 	}
-	var finalizers []any
-	if meta["finalizers"] != nil {
-		if finalizers, ok = meta["finalizers"].([]any); !ok {
+	patch := jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/finalizers", Value: []any{fleetv1alpha1.FleetVirtualMachineFinalizer}}
+	switch {
+	case len(meta.Finalizers) == 0: // absent: add the list
+	case !isSet(meta.Finalizers): // null: replace it with the list
+		patch.Operation = "replace"
+	default:
+		var finalizers []any
+		if err := json.Unmarshal(meta.Finalizers, &finalizers); err != nil {
 			return admission.Allowed("metadata.finalizers is not a list: the controller adds the finalizer")
 		}
+		if slices.Contains(finalizers, any(fleetv1alpha1.FleetVirtualMachineFinalizer)) {
+			return admission.Allowed("finalizer present")
+		}
+		patch.Path, patch.Value = "/metadata/finalizers/"+strconv.Itoa(len(finalizers)), fleetv1alpha1.FleetVirtualMachineFinalizer
 	}
-	if slices.Contains(finalizers, any(fleetv1alpha1.FleetVirtualMachineFinalizer)) {
-		return admission.Allowed("finalizer present")
-	}
-	meta["finalizers"] = append(finalizers, fleetv1alpha1.FleetVirtualMachineFinalizer)
-	mutated, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Allowed("cannot encode the object: the controller adds the finalizer")
-	}
-	if resp := admission.PatchResponseFromRaw(raw, mutated); resp.Allowed {
-		return resp
-	}
-	return admission.Allowed("cannot compute the patch: the controller adds the finalizer")
+	return admission.Patched("", patch)
+}
+
+// isSet tells whether a field read as raw JSON is there and not null.
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }
 
 // register serves the finalizer webhook on server.
