@@ -69,7 +69,9 @@ func Pick(in PickInput) []string {
 		load int
 		tie  uint64
 	}
-	var rest []ranked
+	// Sized once: a FleetVirtualMachine waiting for room ranks every
+	// candidate on each reconcile.
+	rest := make([]ranked, 0, len(in.Candidates))
 	for _, c := range in.Candidates {
 		if slices.Contains(out, c) {
 			continue
