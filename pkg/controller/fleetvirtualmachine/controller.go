@@ -68,6 +68,9 @@ type Reconciler struct {
 	arriving *placement.Arriving
 	// scores keeps the clusters' capacity scores parsed, once per version.
 	scores capacity.Scores
+	// decisions keeps each candidate Placement's decided clusters, sorted,
+	// once per version of its PlacementDecisions.
+	decisions decisionMemo
 	// expect holds each FleetVirtualMachine's own last write until the
 	// cache has it: a reconcile from an older copy would be refused.
 	expect write.Expectations

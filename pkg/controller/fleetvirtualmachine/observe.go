@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -245,7 +246,7 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 	// left by an earlier one of that name (deleted, its decisions not yet
 	// garbage-collected, which OCM then updates in place) is about the
 	// same intent, so it is read whatever its owner.
-	if obs.Candidates, err = r.readDecisions(ctx, p, true); err != nil {
+	if obs.Candidates, err = r.readDecisions(ctx, p); err != nil {
 		obs.Scheduled = false
 		return err
 	}
@@ -350,36 +351,90 @@ func scheduled(p *clusterv1beta1.Placement) (bool, string) {
 	return true, c.Message
 }
 
-// readDecisions returns the clusters the scheduler decided for a Placement,
-// sorted: from its own decisions, or from any of its name (anyOwner).
-func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement, anyOwner bool) ([]string, error) {
-	// Read only: a shared Placement's decisions list every qualifying
+// readDecisions returns the clusters the scheduler decided for a candidate
+// Placement, sorted, from any decision of its name: a candidate
+// Placement's name is the hash of its spec, so a decision left by an
+// earlier one of that name is about the same intent. The slice is shared
+// (decisionMemo): callers read it and never change it.
+func (r *Reconciler) readDecisions(ctx context.Context, p *clusterv1beta1.Placement) ([]string, error) {
+	// Read only: a candidate Placement's decisions list every qualifying
 	// cluster, and are not copied for each reconcile.
 	var list clusterv1beta1.PlacementDecisionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
 		client.MatchingFields{IndexPlacement: p.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list PlacementDecisions of %s: %w", klog.KObj(p), err)
 	}
-	// Sized first: a candidate Placement's decisions name every
-	// qualifying cluster (800 in the benchmark's fleet), read on every
-	// reconcile; grown by append they were 1.3 GB of a 10,000-FleetVM
-	// burst's allocations.
+	key := client.ObjectKeyFromObject(p)
+	if clusters, ok := r.decisions.get(key, list.Items); ok {
+		return clusters, nil
+	}
 	n := 0
 	for i := range list.Items {
 		n += len(list.Items[i].Status.Decisions)
 	}
 	clusters := make([]string, 0, n)
 	for i := range list.Items {
-		d := &list.Items[i]
-		if !anyOwner && !metav1.IsControlledBy(d, p) && len(d.OwnerReferences) > 0 {
-			continue // a decision of an earlier Placement of the same name
-		}
-		for _, cd := range d.Status.Decisions {
+		for _, cd := range list.Items[i].Status.Decisions {
 			clusters = append(clusters, cd.ClusterName)
 		}
 	}
 	slices.Sort(clusters)
-	return slices.Compact(clusters), nil
+	clusters = slices.Compact(clusters)
+	r.decisions.put(key, list.Items, clusters)
+	return clusters, nil
+}
+
+// decisionMemo keeps, per candidate Placement, its decided clusters
+// sorted, with the UID and resourceVersion of each PlacementDecision they
+// were read from. Every FleetVirtualMachine of the fleet that picks from
+// a Placement reads its decisions on every reconcile (800 clusters in the
+// benchmark's fleet, shared by thousands): while the cache holds the same
+// decisions at the same versions, the sorted list is the one read last
+// time. The decisions are still listed from the cache each time, so an
+// answer is never older than the cache. Safe for concurrent use.
+type decisionMemo struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]memoizedDecisions
+}
+
+type memoizedDecisions struct {
+	versions map[types.UID]string
+	clusters []string
+}
+
+// decisionMemoLimit bounds the memo: past it, it starts afresh (candidate
+// Placements deleted since leave entries behind).
+const decisionMemoLimit = 1024
+
+func (d *decisionMemo) get(key types.NamespacedName, items []clusterv1beta1.PlacementDecision) ([]string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.m[key]
+	if !ok || len(e.versions) != len(items) {
+		return nil, false
+	}
+	for i := range items {
+		if rv, ok := e.versions[items[i].UID]; !ok || rv != items[i].ResourceVersion {
+			return nil, false
+		}
+	}
+	return e.clusters, true
+}
+
+func (d *decisionMemo) put(key types.NamespacedName, items []clusterv1beta1.PlacementDecision, clusters []string) {
+	versions := make(map[types.UID]string, len(items))
+	for i := range items {
+		versions[items[i].UID] = items[i].ResourceVersion
+	}
+	if len(versions) != len(items) {
+		return // the same decision twice: not one version of them
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= decisionMemoLimit {
+		d.m = map[types.NamespacedName]memoizedDecisions{}
+	}
+	d.m[key] = memoizedDecisions{versions: versions, clusters: clusters}
 }
 
 // listApplications returns the Applications of a FleetVirtualMachine: those
