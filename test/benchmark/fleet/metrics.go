@@ -239,8 +239,10 @@ func (r *Report) schedulerPerRun(label string, d schedulerStats) {
 
 // procStats is what the kernel says of a process.
 type procStats struct {
-	// RSS and HWM (peak RSS) in bytes, from /proc/<pid>/status.
-	RSS, HWM int64
+	// RSS and HWM (peak RSS) in bytes, from /proc/<pid>/status, and
+	// RSSFile, the part of RSS that maps files (the binary's code and
+	// read-only data), which no heap setting changes.
+	RSS, HWM, RSSFile int64
 	// CPU is user + system time, from /proc/<pid>/stat.
 	CPU time.Duration
 }
@@ -273,6 +275,8 @@ func readProc(pid int) (procStats, error) {
 			st.RSS = kb << 10
 		case "VmHWM":
 			st.HWM = kb << 10
+		case "RssFile":
+			st.RSSFile = kb << 10
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

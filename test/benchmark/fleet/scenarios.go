@@ -47,7 +47,7 @@ var definitions = []string{
 		"The hub then writes no finalizer: its writes of fleetvirtualmachines (the object, not its status) are the finalizer's, 1 per FleetVM without the webhooks, 0 with them.",
 	"physical limit: creates per second of a small custom resource (BenchItem) by the same number of client goroutines, on the same API " +
 		"server, in the same run, right before the burst.",
-	"memory: VmRSS and VmHWM (peak) of the fleetvm-hub process (/proc/<pid>/status) at the end of each scenario; CPU: its user+system time. " +
+	"memory: VmRSS and VmHWM (peak) of the fleetvm-hub process (/proc/<pid>/status) at the end of each scenario, and RssFile, the part of VmRSS that maps files (the binary); CPU: its user+system time. " +
 		"The hub runs with the Go soft memory limit it sets itself under the container limit in the settings (GOMEMLIMIT = 80 % of it; the chart's is 512 MiB). " +
 		"Live heap: the hub's go_memstats_heap_alloc_bytes right after the garbage collection of its heap profile, once the burst converged: what it holds, where RSS also holds the heap's growth between collections.",
 }
@@ -334,6 +334,7 @@ func (h *harness) memory(scenario string) {
 	}
 	h.report.add("memory after "+scenario+": hub RSS", mib(st.RSS), "MiB")
 	h.report.add("memory after "+scenario+": hub peak RSS (VmHWM)", mib(st.HWM), "MiB")
+	h.report.add("memory after "+scenario+": hub RSS mapping files (the binary)", mib(st.RSSFile), "MiB")
 }
 
 // liveHeap adds what the hub's heap holds after a garbage collection:
