@@ -174,6 +174,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	r.readFleet(ctx, s)       // 1. read
 	if !r.stepMoves(ctx, s) { //    and step the moves under way
+		r.arriving.Keep(req.NamespacedName, statusClusters(s.before))
 		return ctrl.Result{}, s.err()
 	}
 	r.decide(ctx, s)         // 2. decide
@@ -181,6 +182,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.readDelivery(ctx, s)   //    and what delivers and runs
 	r.planRollout(ctx, s)    //    and which revision each cluster is given
 	if !r.record(ctx, s) {   // 4. record
+		// Nothing recorded: the copies picked in this reconcile take no
+		// room (the next one picks again).
+		r.arriving.Keep(req.NamespacedName, statusClusters(s.before))
 		return ctrl.Result{}, s.err()
 	}
 	result := r.deliver(ctx, s) // 5. act
@@ -203,18 +207,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 const arrivalsRecheck = 5 * time.Second
 
 // trackArrivals records the clusters a FleetVirtualMachine's copies are
-// arriving on (placement.Arriving).
-func (r *Reconciler) trackArrivals(fvm *fleetv1alpha1.FleetVirtualMachine, deleted bool) {
-	var clusters, landed []string
-	if !deleted {
-		clusters, landed = placement.ArrivingClusters(fvm)
+// arriving on, from the status this controller just wrote or read
+// (placement.Arriving.Set), and ends the assumptions of its reconcile
+// that status does not list.
+func (r *Reconciler) trackArrivals(fvm *fleetv1alpha1.FleetVirtualMachine) {
+	clusters, landed := placement.ArrivingClusters(fvm)
+	shape, ok := r.arrivingShape(fvm, clusters)
+	key := client.ObjectKeyFromObject(fvm)
+	r.arriving.Set(key, clusters, landed, shape, ok)
+	r.arriving.Keep(key, statusClusters(fvm))
+}
+
+// observeArrivals records the clusters a FleetVirtualMachine's copies are
+// arriving on as the watch delivers it (placement.Arriving.Observe).
+func (r *Reconciler) observeArrivals(fvm *fleetv1alpha1.FleetVirtualMachine, deleted bool) {
+	key := client.ObjectKeyFromObject(fvm)
+	clusters, landed := placement.ArrivingClusters(fvm)
+	if deleted {
+		r.arriving.Forget(key, landed)
+		return
 	}
-	var shape capacity.Shape
-	ok := false
-	if len(clusters) > 0 {
-		shape, ok = r.shapes.Of(fvm)
+	shape, ok := r.arrivingShape(fvm, clusters)
+	r.arriving.Observe(key, clusters, landed, statusClusters(fvm), shape, ok)
+}
+
+// arrivingShape is the shape of a FleetVirtualMachine with copies
+// arriving (none: no shape is needed).
+func (r *Reconciler) arrivingShape(fvm *fleetv1alpha1.FleetVirtualMachine, clusters []string) (capacity.Shape, bool) {
+	if len(clusters) == 0 {
+		return capacity.Shape{}, false
 	}
-	r.arriving.Set(client.ObjectKeyFromObject(fvm), clusters, landed, shape, ok)
+	return r.shapes.Of(fvm)
 }
 
 // statusClusters are the clusters a FleetVirtualMachine's status lists.

@@ -232,7 +232,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope) bool {
 	r.recordTransitions(s.before, s.fvm)
 	r.recordClusterChanges(s.fvm, s.before.Status, s.outcome)
 	r.load.Set(s.key(), statusClusters(s.fvm))
-	r.trackArrivals(s.fvm, false)
+	r.trackArrivals(s.fvm)
 	s.fail(r.releasePlacement(ctx, s.fvm, s.before.Status.Placement))
 	return true
 }

@@ -206,7 +206,7 @@ func (r *Reconciler) trackLoad(obj client.Object, deleted bool) {
 	if !ok {
 		return
 	}
-	r.trackArrivals(fvm, deleted)
+	r.observeArrivals(fvm, deleted)
 	if deleted {
 		r.load.Set(client.ObjectKeyFromObject(fvm), nil)
 		return

@@ -41,9 +41,25 @@ type Arriving struct {
 	mem      map[string]int64       // bytes, by cluster
 }
 
+// arrival is what one FleetVirtualMachine's copies take: the clusters its
+// status says they arrive on, and the clusters a reconcile picked for it
+// (Assume) that no status from the watch has listed yet. A cluster in
+// both is counted once.
 type arrival struct {
 	clusters []string
+	assumed  []string
 	resources
+}
+
+// counted are the clusters an arrival takes room on.
+func (a arrival) counted() []string {
+	out := slices.Clone(a.clusters)
+	for _, c := range a.assumed {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type resources struct{ cpu, mem int64 }
@@ -78,52 +94,153 @@ func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) (arriving, landed 
 	return arriving, landed
 }
 
-// Set records the clusters a FleetVirtualMachine of shape is arriving on
-// (none, or no shape: it is forgotten), and those it landed on: a copy
-// that stops arriving there settles until the cluster's next score;
-// elsewhere it is counted out at once.
+// Set records, from the status this controller just wrote, the clusters
+// a FleetVirtualMachine of shape is arriving on (none, or no shape: it is
+// forgotten), and those it landed on: a copy that stops arriving there
+// settles until the cluster's next score; elsewhere it is counted out at
+// once. The clusters it assumed stay counted until the watch shows a
+// status that lists them (Observe) or a reconcile records a status that
+// does not (Keep).
 func (a *Arriving) Set(key types.NamespacedName, clusters, landed []string, shape capacity.Shape, ok bool) {
 	if a == nil {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	cpu, mem := shape.CPU.MilliValue(), shape.Memory.Value()
-	if !ok || cpu <= 0 && mem <= 0 {
-		clusters = nil
+	next := arrival{clusters: clusters, assumed: a.by[key].assumed, resources: resourcesOf(shape)}
+	a.update(key, a.arriving(key, next, ok), landed)
+}
+
+// Observe records a FleetVirtualMachine as the watch delivers it, as Set
+// does; listed are the clusters its status names (any phase). An
+// assumption ends once the watch shows a status that lists its cluster:
+// that status counts the copy from then on. A watch event can be older
+// than the status a reconcile just wrote (the cache is updated before its
+// handlers run), so it does not end an assumption whose cluster it does
+// not list: counting the copy out there until the newer event came let a
+// second reconcile fill the same room.
+func (a *Arriving) Observe(key types.NamespacedName, clusters, landed, listed []string, shape capacity.Shape, ok bool) {
+	if a == nil {
+		return
 	}
-	old, had := a.by[key]
-	for _, c := range clusters {
-		if !had || !slices.Contains(old.clusters, c) {
-			a.cpu[c] += cpu
-			a.mem[c] += mem
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := arrival{clusters: clusters, resources: resourcesOf(shape)}
+	for _, c := range a.by[key].assumed {
+		if !slices.Contains(listed, c) {
+			next.assumed = append(next.assumed, c)
 		}
 	}
-	for _, c := range old.clusters {
+	a.update(key, a.arriving(key, next, ok), landed)
+}
+
+// Forget counts out a deleted FleetVirtualMachine's copies that never
+// landed, assumed or not; its landed ones settle.
+func (a *Arriving) Forget(key types.NamespacedName, landed []string) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.update(key, arrival{}, landed)
+}
+
+// Assume takes room on a cluster for a copy of a FleetVirtualMachine of
+// shape that a reconcile picks there, if the cluster's score (fit VMs of
+// shape) less the copies arriving there still lets it in: the check and
+// the count are one step, so reconciles running side by side cannot both
+// take the last room (kube-scheduler assumes a pod on its node the same
+// way before binding it). fits and held as Fits says; a cluster already
+// counted for key fits.
+func (a *Arriving) Assume(key types.NamespacedName, cluster string, shape capacity.Shape, fit int32) (fits, held bool) {
+	if a == nil {
+		return fit >= 1, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur := a.by[key]
+	if slices.Contains(cur.counted(), cluster) {
+		return true, false
+	}
+	if fits, held = a.fits(cluster, shape, fit); !fits {
+		return false, held
+	}
+	r := resourcesOf(shape)
+	if r.cpu <= 0 && r.mem <= 0 {
+		return true, false // takes no room
+	}
+	next := arrival{clusters: cur.clusters, assumed: append(slices.Clone(cur.assumed), cluster), resources: r}
+	a.update(key, next, nil)
+	return true, false
+}
+
+// Keep ends the assumptions of key on clusters that listed does not name:
+// the reconcile that made them recorded a status without them, or
+// recorded none (listed is then the status it read). Each reconcile of a
+// FleetVirtualMachine ends with it.
+func (a *Arriving) Keep(key types.NamespacedName, listed []string) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur, had := a.by[key]
+	if !had || len(cur.assumed) == 0 {
+		return
+	}
+	next := cur
+	next.assumed = slices.DeleteFunc(slices.Clone(cur.assumed), func(c string) bool { return !slices.Contains(listed, c) })
+	a.update(key, next, nil)
+}
+
+// arriving is next as it counts: no clusters from a status without a
+// shape or whose shape takes no room; assumptions alone keep the
+// resources they took.
+func (a *Arriving) arriving(key types.NamespacedName, next arrival, ok bool) arrival {
+	if !ok || next.cpu <= 0 && next.mem <= 0 {
+		next.clusters = nil
+	}
+	if len(next.clusters) == 0 {
+		next.resources = a.by[key].resources
+	}
+	return next
+}
+
+// update replaces key's arrival with next: clusters it no longer counts
+// settle where landed, and are counted out elsewhere.
+func (a *Arriving) update(key types.NamespacedName, next arrival, landed []string) {
+	old, had := a.by[key]
+	was, now := old.counted(), next.counted()
+	for _, c := range now {
 		switch {
-		case slices.Contains(clusters, c):
+		case !had || !slices.Contains(was, c):
+			a.add(c, next.resources)
+		case old.resources != next.resources:
+			// A new shape on the same cluster: it arrives instead of
+			// the old one, which never landed.
+			a.add(c, next.resources)
+			a.sub(c, old.resources)
+		}
+	}
+	for _, c := range was {
+		switch {
+		case slices.Contains(now, c):
 		case slices.Contains(landed, c):
 			a.settling[c] = append(a.settling[c], old.resources)
 		default:
 			a.sub(c, old.resources)
 		}
 	}
-	if len(clusters) == 0 {
+	if len(now) == 0 {
 		delete(a.by, key)
 		return
 	}
-	if had && (old.cpu != cpu || old.mem != mem) {
-		// A new shape on the same clusters: it arrives instead of the
-		// old one, which never landed.
-		for _, c := range clusters {
-			if slices.Contains(old.clusters, c) {
-				a.cpu[c] += cpu
-				a.mem[c] += mem
-				a.sub(c, old.resources)
-			}
-		}
-	}
-	a.by[key] = arrival{clusters: slices.Clone(clusters), resources: resources{cpu: cpu, mem: mem}}
+	next.clusters = slices.Clone(next.clusters)
+	a.by[key] = next
+}
+
+func resourcesOf(shape capacity.Shape) resources {
+	return resources{cpu: shape.CPU.MilliValue(), mem: shape.Memory.Value()}
 }
 
 // Scored counts out the copies settling on a cluster: the hub saw a score
@@ -139,6 +256,12 @@ func (a *Arriving) Scored(cluster string) {
 		a.sub(cluster, r)
 	}
 	delete(a.settling, cluster)
+}
+
+// add counts r on a cluster.
+func (a *Arriving) add(cluster string, r resources) {
+	a.cpu[cluster] += r.cpu
+	a.mem[cluster] += r.mem
 }
 
 // sub counts r out of a cluster.
@@ -160,8 +283,12 @@ func (a *Arriving) Slots(cluster string, shape capacity.Shape) int32 {
 		return 0
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.slots(cluster, shape)
+}
+
+func (a *Arriving) slots(cluster string, shape capacity.Shape) int32 {
 	cpu, mem := a.cpu[cluster], a.mem[cluster]
-	a.mu.Unlock()
 	var slots int64
 	if per := shape.CPU.MilliValue(); per > 0 {
 		slots = max(slots, ceilDiv(cpu, per))
@@ -177,10 +304,19 @@ func (a *Arriving) Slots(cluster string, shape capacity.Shape) int32 {
 // score alone would let it in. A score at OCM's cap (capacity.MaxScore)
 // says "at least that many": arrivals are not taken from it.
 func (a *Arriving) Fits(cluster string, shape capacity.Shape, fit int32) (fits, held bool) {
+	if a == nil {
+		return fit >= 1, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fits(cluster, shape, fit)
+}
+
+func (a *Arriving) fits(cluster string, shape capacity.Shape, fit int32) (fits, held bool) {
 	if fit < 1 {
 		return false, false
 	}
-	if fit >= capacity.MaxScore || fit-a.Slots(cluster, shape) >= 1 {
+	if fit >= capacity.MaxScore || fit-a.slots(cluster, shape) >= 1 {
 		return true, false
 	}
 	return false, true

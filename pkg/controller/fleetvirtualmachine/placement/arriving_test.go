@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -208,5 +209,117 @@ func TestArrivingGoneBeforeLanding(t *testing.T) {
 	a.Set(types.NamespacedName{Name: "vm-2"}, []string{"prod-a"}, nil, shapeOf("2", "1Gi"), true) // resized while arriving
 	if got := a.Slots("prod-a", shape); got != 2 {
 		t.Errorf("after a resize while arriving: %d slots, want 2", got)
+	}
+}
+
+// TestArrivingAssumeSideBySide: 50 reconciles running side by side pick
+// the same cluster, whose score says 10 fit. Checking the room and
+// counting the copy in one step (Assume) lets exactly 10 in; checking
+// with Fits and counting at the status write, as the hub did, let every
+// reconcile between a check and its write take the last room again (the
+// VM-safety suite: a 16th copy on a cluster with room for 15, once under
+// load).
+func TestArrivingAssumeSideBySide(t *testing.T) {
+	shape := shapeOf("1", "1536Mi")
+	a := NewArriving()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed, held := 0, 0
+	for i := range 50 {
+		wg.Go(func() {
+			fits, h := a.Assume(types.NamespacedName{Namespace: "burst", Name: fmt.Sprintf("vm-%02d", i)}, "prod-a", shape, 10)
+			mu.Lock()
+			defer mu.Unlock()
+			if fits {
+				placed++
+			}
+			if h {
+				held++
+			}
+		})
+	}
+	wg.Wait()
+	if placed != 10 || held != 40 {
+		t.Errorf("placed %d, held %d; want 10, 40", placed, held)
+	}
+	if got := a.Slots("prod-a", shape); got != 10 {
+		t.Errorf("%d slots taken, want 10", got)
+	}
+}
+
+// TestArrivingAssumed: the room a reconcile takes for a copy (Assume)
+// stays taken until the watch shows a status that lists the copy; a watch
+// event older than the status the reconcile wrote does not free it. A
+// reconcile that records no status with the copy (it failed, or its
+// decision did not add the cluster) frees it, and so does a deletion.
+func TestArrivingAssumed(t *testing.T) {
+	shape := shapeOf("1", "1Gi")
+	vm := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "burst", Name: name} }
+	fitsOne := func(a *Arriving, name string) bool {
+		t.Helper()
+		fits, _ := a.Assume(vm(name), "prod-a", shape, 1) // room for 1
+		if fits {
+			a.Keep(vm(name), nil) // a probe: given back at once
+		}
+		return fits
+	}
+
+	a := NewArriving()
+	if fits, held := a.Assume(vm("a"), "prod-a", shape, 1); !fits || held {
+		t.Fatalf("the first pick: fits %v held %v, want it to fit", fits, held)
+	}
+	if fits, held := a.Assume(vm("a"), "prod-a", shape, 1); !fits || held {
+		t.Errorf("the same VM again: fits %v held %v, want it to fit (counted once)", fits, held)
+	}
+	if fitsOne(a, "b") {
+		t.Fatal("a second VM took the room the first one assumed")
+	}
+	// a's reconcile writes its status (Pending on prod-a) and records it.
+	a.Set(vm("a"), []string{"prod-a"}, nil, shape, true)
+	a.Keep(vm("a"), []string{"prod-a"})
+	if got := a.Slots("prod-a", shape); got != 1 {
+		t.Errorf("assumed and recorded: %d slots, want 1 (counted once)", got)
+	}
+	// The watch delivers a's previous status, without prod-a, after the
+	// write: the room stays taken.
+	a.Observe(vm("a"), nil, nil, nil, capacity.Shape{}, false)
+	if fitsOne(a, "b") {
+		t.Fatal("an older status from the watch freed the room a took")
+	}
+	// Then the status a wrote: it counts the copy from now on.
+	a.Observe(vm("a"), []string{"prod-a"}, nil, []string{"prod-a"}, shape, true)
+	if got := a.Slots("prod-a", shape); got != 1 {
+		t.Errorf("seen by the watch: %d slots, want 1", got)
+	}
+	// The copy fails to start: the room is free at once.
+	a.Observe(vm("a"), nil, nil, []string{"prod-a"}, shape, true)
+	if !fitsOne(a, "b") {
+		t.Error("a failed copy still holds the room")
+	}
+
+	// A reconcile that assumed, then recorded nothing (its status write
+	// was refused): the status it read keeps nothing.
+	a = NewArriving()
+	a.Assume(vm("c"), "prod-a", shape, 1)
+	a.Keep(vm("c"), nil)
+	if !fitsOne(a, "b") {
+		t.Error("a reconcile that recorded nothing still holds the room")
+	}
+	// A FleetVirtualMachine deleted with an assumption.
+	a.Assume(vm("d"), "prod-a", shape, 1)
+	a.Forget(vm("d"), nil)
+	if !fitsOne(a, "b") {
+		t.Error("a deleted FleetVirtualMachine still holds the room")
+	}
+	// One that landed before it went settles until the next score.
+	a.Assume(vm("e"), "prod-a", shape, 1)
+	a.Keep(vm("e"), []string{"prod-a"})
+	a.Forget(vm("e"), []string{"prod-a"})
+	if fitsOne(a, "b") {
+		t.Error("a landed copy's room was freed before the next score")
+	}
+	a.Scored("prod-a")
+	if !fitsOne(a, "b") {
+		t.Error("after the next score the room is still taken")
 	}
 }
