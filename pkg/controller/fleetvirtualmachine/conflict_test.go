@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -39,7 +40,7 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 func testScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1beta1.Install,
+		clientgoscheme.AddToScheme, fleetv1alpha1.AddToScheme, clusterv1.Install, clusterv1alpha1.Install, clusterv1beta1.Install,
 		clusterv1beta2.Install, argoapp.AddToScheme, workv1.Install,
 	} {
 		utilruntime.Must(add(scheme))
