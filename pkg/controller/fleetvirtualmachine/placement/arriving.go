@@ -71,17 +71,28 @@ func NewArriving() *Arriving {
 // ArrivingClusters are the clusters a FleetVirtualMachine's status lists
 // whose copy is placed and not on a node yet (arriving), and those whose
 // copy is on a node (landed). A halted VM's copies take no room: none. A
-// FleetVirtualMachine being deleted has none arriving: they go too.
+// FleetVirtualMachine being deleted has none arriving: they go too. A
+// copy Stopped there is arriving when the run strategy starts it again
+// (Always, RerunOnFailure): KubeVirt shows a VM Stopped before its first
+// instance and between a stop and the next start (a rollout's restart),
+// and counting such a copy out let the hub fill its room with another
+// while it was about to start (the VM-safety suite's burst, under load).
+// A Manual VM stopped stays stopped.
 func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) (arriving, landed []string) {
 	if fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted {
 		return nil, nil
 	}
 	deleting := fvm.DeletionTimestamp != nil
+	restarts := fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyAlways || fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyRerunOnFailure
 	for _, c := range fvm.Status.Clusters {
 		if c.LeavingSince != nil || c.RemovingSince != nil {
 			continue
 		}
 		switch c.Phase {
+		case fleetv1alpha1.ClusterPhaseStopped:
+			if restarts && !deleting {
+				arriving = append(arriving, c.Cluster)
+			}
 		case fleetv1alpha1.ClusterPhasePending, fleetv1alpha1.ClusterPhaseWaitingForImage,
 			fleetv1alpha1.ClusterPhaseProvisioning, fleetv1alpha1.ClusterPhaseStarting:
 			if !deleting {

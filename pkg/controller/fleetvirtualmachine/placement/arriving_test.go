@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -151,9 +152,9 @@ func TestArrivingSlots(t *testing.T) {
 }
 
 // TestArrivingClusters: a copy arrives until it is on a node (Running,
-// Stopping: landed; Stopped, Failed or Unknown take no room the score
-// does not show), and not while it leaves; a halted VM's copies take no
-// room.
+// Stopping: landed; Failed or Unknown take no room the score does not
+// show, nor does Stopped unless the run strategy starts the VM again),
+// and not while it leaves; a halted VM's copies take no room.
 func TestArrivingClusters(t *testing.T) {
 	now := metav1.Now()
 	fvm := &fleetv1alpha1.FleetVirtualMachine{Status: fleetv1alpha1.FleetVirtualMachineStatus{Clusters: []fleetv1alpha1.ClusterStatus{
@@ -181,6 +182,18 @@ func TestArrivingClusters(t *testing.T) {
 		t.Errorf("deleting: arriving %v, landed %v; want none arriving, 2 landed", arriving, landed)
 	}
 	fvm.DeletionTimestamp = nil
+	// A copy Stopped before its first start, or between a stop and the
+	// next start, arrives when its run strategy starts it.
+	for _, rs := range []fleetv1alpha1.RunStrategy{fleetv1alpha1.RunStrategyAlways, fleetv1alpha1.RunStrategyRerunOnFailure} {
+		fvm.Spec.RunStrategy = rs
+		if arriving, _ := ArrivingClusters(fvm); !slices.Contains(arriving, "stopped") {
+			t.Errorf("%s: a Stopped copy is not arriving (%v)", rs, arriving)
+		}
+	}
+	fvm.Spec.RunStrategy = fleetv1alpha1.RunStrategyManual
+	if arriving, _ := ArrivingClusters(fvm); slices.Contains(arriving, "stopped") {
+		t.Errorf("Manual: a Stopped copy is arriving (%v)", arriving)
+	}
 	fvm.Spec.RunStrategy = fleetv1alpha1.RunStrategyHalted
 	if arriving, landed := ArrivingClusters(fvm); arriving != nil || landed != nil {
 		t.Errorf("halted: arriving %v, landed %v; want none", arriving, landed)
