@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -186,6 +187,12 @@ type cachedShape struct {
 	observed bool
 }
 
+// is tells whether the entry is fvm's shape as it is: the same object, at
+// the same generation, being deleted or not.
+func (e cachedShape) is(fvm *fleetv1alpha1.FleetVirtualMachine) bool {
+	return e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == (fvm.DeletionTimestamp != nil)
+}
+
 // Of returns ShapeOf(fvm), from the cache when fvm's generation was seen.
 func (c *ShapeCache) Of(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool) {
 	return c.of(fvm, false)
@@ -211,12 +218,12 @@ func (c *ShapeCache) of(fvm *fleetv1alpha1.FleetVirtualMachine, observed bool) (
 	c.mu.Lock()
 	e, hit := c.entries[key]
 	c.mu.Unlock()
-	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting && (e.observed || !observed) {
+	if hit && e.is(fvm) && (e.observed || !observed) {
 		return e.shape, e.ok
 	}
 	var shape Shape
 	var ok bool
-	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == deleting {
+	if hit && e.is(fvm) {
 		shape, ok = e.shape, e.ok // decoded already; now observed too
 	} else {
 		shape, ok = ShapeOf(fvm)
@@ -250,7 +257,7 @@ func (c *ShapeCache) Lookup(fvm *fleetv1alpha1.FleetVirtualMachine) (Shape, bool
 	c.mu.Lock()
 	e, hit := c.entries[types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name}]
 	c.mu.Unlock()
-	if hit && e.uid == fvm.UID && e.generation == fvm.Generation && e.deleting == (fvm.DeletionTimestamp != nil) {
+	if hit && e.is(fvm) {
 		return e.shape, e.ok
 	}
 	return ShapeOf(fvm)
@@ -281,6 +288,48 @@ func (c *ShapeCache) Fleet(limit int) (shapes []Shape, over []string) {
 	}
 	slices.Sort(over)
 	return shapes, over
+}
+
+// EventHandler is the FleetVirtualMachine informer's handler that keeps
+// the cache: it records each FleetVirtualMachine as the informer delivers
+// it (Observe) and forgets the deleted. After each event that may change
+// a shape (a creation, a new generation or UID, the start of a deletion,
+// a deletion; not a status write) it calls then (nil: nothing).
+func (c *ShapeCache) EventHandler(then func()) toolscache.ResourceEventHandlerFuncs {
+	done := func() {
+		if then != nil {
+			then()
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+				c.Observe(fvm)
+				done()
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			after, ok := obj.(*fleetv1alpha1.FleetVirtualMachine)
+			if !ok {
+				return
+			}
+			c.Observe(after) // a lookup when it holds this generation
+			if before, ok := old.(*fleetv1alpha1.FleetVirtualMachine); ok && before.Generation == after.Generation &&
+				before.UID == after.UID && (before.DeletionTimestamp == nil) == (after.DeletionTimestamp == nil) {
+				return // a status write: the same shape
+			}
+			done()
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
+				c.Forget(types.NamespacedName{Namespace: fvm.Namespace, Name: fvm.Name})
+				done()
+			}
+		},
+	}
 }
 
 // Forget drops what the cache holds for a FleetVirtualMachine that is gone.

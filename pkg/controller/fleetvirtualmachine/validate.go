@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	toolscache "k8s.io/client-go/tools/cache"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -215,23 +213,7 @@ func (r *Reconciler) observeShapes(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("FleetVirtualMachine informer: %w", err)
 	}
-	observe := func(obj any) {
-		if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
-			r.shapes.Observe(fvm)
-		}
-	}
-	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
-				r.shapes.Forget(client.ObjectKeyFromObject(fvm))
-			}
-		},
-	})
+	reg, err := inf.AddEventHandler(r.shapes.EventHandler(nil))
 	if err != nil {
 		return fmt.Errorf("observe FleetVirtualMachine shapes: %w", err)
 	}

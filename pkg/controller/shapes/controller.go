@@ -222,34 +222,7 @@ type shapeWatch struct {
 
 // Start registers the handler; it does not block.
 func (w *shapeWatch) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	queue := func() { q.AddAfter(fleetKey, Coalesce) }
-	observe := func(obj any) {
-		if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
-			w.shapes.Observe(fvm)
-			queue()
-		}
-	}
-	reg, err := w.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: observe,
-		UpdateFunc: func(old, obj any) {
-			before, ok := old.(*fleetv1alpha1.FleetVirtualMachine)
-			after, ok2 := obj.(*fleetv1alpha1.FleetVirtualMachine)
-			if ok && ok2 && before.Generation == after.Generation && before.UID == after.UID &&
-				(before.DeletionTimestamp == nil) == (after.DeletionTimestamp == nil) {
-				return // a status write: the same shape
-			}
-			observe(obj)
-		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if fvm, ok := obj.(*fleetv1alpha1.FleetVirtualMachine); ok {
-				w.shapes.Forget(client.ObjectKeyFromObject(fvm))
-				queue()
-			}
-		},
-	})
+	reg, err := w.informer.AddEventHandler(w.shapes.EventHandler(func() { q.AddAfter(fleetKey, Coalesce) }))
 	if err != nil {
 		return fmt.Errorf("watch FleetVirtualMachine shapes: %w", err)
 	}
