@@ -24,10 +24,13 @@ const burstFleetVMs = 30
 // CEL predicate reads. The cluster in the decision has room for 15 more;
 // its agent's score, until it scores again, says 15 fit whatever the hub
 // placed there since. The hub counts the copies still arriving against
-// that score: 15 go there, the others wait, the hub asks the scheduler to
-// look again, and they run on the clusters that have room. None is left
-// Unschedulable where the score had no room left for it, and no VM runs
-// twice (the invariant checker watches every spoke).
+// that score, each from the moment a reconcile picks it, and those that
+// ran until the score shows them: at most 15 go there (fewer when a copy
+// is counted both in a new score and as arriving), the others wait, the
+// hub asks the scheduler to look again, and they run on the clusters that
+// have room. None is left Unschedulable where the score had no room left
+// for it, and no VM runs twice (the invariant checker watches every
+// spoke).
 func TestBurstOntoAStaleDecision(t *testing.T) {
 	const ns = "burst"
 	ctx := t.Context()
