@@ -73,11 +73,13 @@ func NewArriving() *Arriving {
 // copy is on a node (landed). A halted VM's copies take no room: none. A
 // FleetVirtualMachine being deleted has none arriving: they go too. A
 // copy Stopped there is arriving when the run strategy starts it again
-// (Always, RerunOnFailure): KubeVirt shows a VM Stopped before its first
-// instance and between a stop and the next start (a rollout's restart),
-// and counting such a copy out let the hub fill its room with another
-// while it was about to start (the VM-safety suite's burst, under load).
-// A Manual VM stopped stays stopped.
+// (Always, RerunOnFailure): a new VM shows Stopped until virt-controller
+// writes its status (KubeVirt's VirtualMachine CRD defaults
+// status.printableStatus to Stopped), and a VM shows it between a stop
+// and the next start (a rollout's restart). Counting such a copy out let
+// the hub fill its room with another while it was about to start (the
+// VM-safety suite's burst, under load). A Manual VM stopped stays
+// stopped.
 func ArrivingClusters(fvm *fleetv1alpha1.FleetVirtualMachine) (arriving, landed []string) {
 	if fvm.Spec.RunStrategy == fleetv1alpha1.RunStrategyHalted {
 		return nil, nil
