@@ -172,9 +172,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileConflict(ctx, fvm, s.before, winner, s.now)
 	}
 
+	recorded := false
+	defer func() {
+		if !recorded {
+			// Nothing recorded: the copies picked in this reconcile
+			// take no room (the next one picks again).
+			r.arriving.Keep(req.NamespacedName, statusClusters(s.before))
+		}
+	}()
 	r.readFleet(ctx, s)       // 1. read
 	if !r.stepMoves(ctx, s) { //    and step the moves under way
-		r.arriving.Keep(req.NamespacedName, statusClusters(s.before))
 		return ctrl.Result{}, s.err()
 	}
 	r.decide(ctx, s)         // 2. decide
@@ -182,11 +189,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.readDelivery(ctx, s)   //    and what delivers and runs
 	r.planRollout(ctx, s)    //    and which revision each cluster is given
 	if !r.record(ctx, s) {   // 4. record
-		// Nothing recorded: the copies picked in this reconcile take no
-		// room (the next one picks again).
-		r.arriving.Keep(req.NamespacedName, statusClusters(s.before))
 		return ctrl.Result{}, s.err()
 	}
+	recorded = true
 	result := r.deliver(ctx, s) // 5. act
 	if s.obs != nil && s.obs.heldByArrivals && (result.RequeueAfter == 0 || result.RequeueAfter > arrivalsRecheck) {
 		result.RequeueAfter = arrivalsRecheck

@@ -284,24 +284,12 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		scores[cluster] = s.Valid(r.Clock.Now()) // expired: no score
 		return scores[cluster]
 	}
-	pick := in
-	if shape, ok := r.shapes.Of(fvm); ok {
+	shape, shaped := r.shapes.Of(fvm)
+	if shaped {
 		in.Fits = func(c string) bool {
 			fits, held := r.arriving.Fits(c, shape, score(c)[shape.Name()])
 			obs.heldByArrivals = obs.heldByArrivals || held
 			return fits
-		}
-		pick.Fits = in.Fits
-		if fvm.Spec.RunStrategy != fleetv1alpha1.RunStrategyHalted {
-			// A new copy's room is taken as it is picked, in one step
-			// with the check: reconciles running side by side see it
-			// before this one records its status (Arriving.Assume). The
-			// reconcile ends the assumptions its status does not keep.
-			pick.Fits = func(c string) bool {
-				fits, held := r.arriving.Assume(in.Key, c, shape, score(c)[shape.Name()])
-				obs.heldByArrivals = obs.heldByArrivals || held
-				return fits
-			}
 		}
 		in.Unscored = func(c string) bool {
 			s := score(c)
@@ -310,7 +298,19 @@ func (r *Reconciler) observeCandidates(ctx context.Context, fvm *fleetv1alpha1.F
 		}
 	}
 	in.Free = placement.FreeCapacity(fvm.Spec.Placement.Prioritizer, score)
-	pick.Unscored, pick.Free = in.Unscored, in.Free
+	pick := in
+	if shaped && fvm.Spec.RunStrategy != fleetv1alpha1.RunStrategyHalted {
+		// A new copy's room is taken as it is picked, in one step with
+		// the check: reconciles running side by side see it before this
+		// one records its status (Arriving.Assume). The reconcile ends
+		// the assumptions its status does not keep. The observation's
+		// input (obs.pick, read by moves) only checks.
+		pick.Fits = func(c string) bool {
+			fits, held := r.arriving.Assume(in.Key, c, shape, score(c)[shape.Name()])
+			obs.heldByArrivals = obs.heldByArrivals || held
+			return fits
+		}
+	}
 	obs.Decision = placement.Pick(pick)
 	obs.pick = &in
 	return nil
