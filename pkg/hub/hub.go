@@ -91,8 +91,8 @@ type Options struct {
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size. Argo CD
 // Applications are decoded as the hub's view of one (argoapp, see
-// Scheme), of ApplicationSets all but the Application
-// template, of which it keeps a digest (delivery.TrimApplicationSet).
+// Scheme), of ApplicationSets the metadata and the digest of their spec
+// (delivery.TrimApplicationSet).
 // FleetVirtualMachines keep their status lists in arrays of their length
 // (trimFleetVM). ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
@@ -112,8 +112,8 @@ func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1beta1.Placement{}:         argo,
 			&clusterv1beta1.PlacementDecision{}: argo,
-			// Not its Application template, only the template's digest
-			// (delivery.TrimApplicationSet).
+			// Not its spec, only the spec's digest and the clusters it
+			// delivers to (delivery.TrimApplicationSet).
 			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplicationSet)},
 			// What the hub reads of an Application (argoapp), of its
 			// sync's resources only those that failed (a ByObject

@@ -47,8 +47,8 @@ import (
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads an ApplicationSet whole when the cache's trimmed
-	// copy (delivery.TrimApplicationSet) holds another template than
-	// FleetVM renders (Client when nil).
+	// copy (delivery.TrimApplicationSet) holds another spec than FleetVM
+	// renders (Client when nil).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	// Clock is read for every timestamp and grace period, and wakes the

@@ -121,7 +121,7 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		return nil, r.releaseApplicationSet(ctx, fvm, got, nil)
 	}
 	if got != nil {
-		if got, err = r.fullApplicationSet(ctx, got, &want.Spec.Template); err != nil {
+		if got, err = r.fullApplicationSet(ctx, got, &want.Spec); err != nil {
 			return nil, err
 		}
 	}
@@ -139,14 +139,13 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 	}
 }
 
-// fullApplicationSet gives the ApplicationSet as read with its Application
-// template, for write.Ensure to compare with what FleetVM renders: the
-// cache keeps only the template's digest (delivery.TrimApplicationSet).
-// When the digest is that of the rendered template, the cached copy holds
-// it; otherwise the template changed (FleetVM renders another, or someone
-// edited it), and the ApplicationSet is read whole from the API server.
-// nil: it is gone.
-func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetTemplate) (*argov1alpha1.ApplicationSet, error) {
+// fullApplicationSet gives the ApplicationSet as read with its spec, for
+// write.Ensure to compare with what FleetVM renders: the cache keeps only
+// the spec's digest (delivery.TrimApplicationSet). When the digest is that
+// of the rendered spec, the cached copy holds it; otherwise the spec
+// changed (FleetVM renders another, or someone edited it), and the
+// ApplicationSet is read whole from the API server. nil: it is gone.
+func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetSpec) (*argov1alpha1.ApplicationSet, error) {
 	if full, ok := delivery.FullApplicationSet(got, want); ok {
 		return full, nil
 	}

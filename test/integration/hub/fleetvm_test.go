@@ -663,7 +663,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	if n := writes.Load(); n != 0 {
 		t.Errorf("no-op reconciles issued %d writes, want 0", n)
 	}
-	// The cached ApplicationSet keeps only its template's digest: the one
+	// The cached ApplicationSet keeps only its spec's digest: the one
 	// FleetVM wrote must pass for what it renders without a read.
 	if n := reads.Load(); n != 0 {
 		t.Errorf("no-op reconciles read the API server %d times past the cache, want 0", n)
@@ -700,9 +700,9 @@ func indexedOnce(t *testing.T, c cache.Cache, list client.ObjectList, field, val
 }
 
 // TestEditedApplicationSetIsRestored: the hub's cache keeps an
-// ApplicationSet without its Application template, only a digest of it
-// (delivery.TrimApplicationSet). An edit of the template by hand is still
-// seen and undone, and a change of the FleetVM's VM still reaches it.
+// ApplicationSet without its spec, only a digest of it
+// (delivery.TrimApplicationSet). An edit of the spec by hand is still seen
+// and undone, and a change of the FleetVM's VM still reaches it.
 func TestEditedApplicationSetIsRestored(t *testing.T) {
 	ctx := t.Context()
 	s := shape("1", "5Gi")
@@ -722,19 +722,26 @@ func TestEditedApplicationSetIsRestored(t *testing.T) {
 	release := written.Spec.Template.Spec.Source.Helm.ReleaseName
 
 	edit := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Namespace: written.Namespace, Name: written.Name}}
-	patch := `{"spec":{"template":{"spec":{"source":{"helm":{"releaseName":"edited-by-hand"}}}}}}`
-	if err := fleet.Hub.Client.Patch(ctx, edit, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatal(err)
-	}
-	err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
-		var got argov1alpha1.ApplicationSet
-		if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got); err != nil {
-			return false, err
+	// The template, then, alone, the sync policy that keeps a VM when
+	// its Application goes.
+	for _, step := range []struct{ what, patch string }{
+		{"template", `{"spec":{"template":{"spec":{"source":{"helm":{"releaseName":"edited-by-hand"}}}}}}`},
+		{"sync policy", `{"spec":{"syncPolicy":{"preserveResourcesOnDeletion":false}}}`},
+	} {
+		if err := fleet.Hub.Client.Patch(ctx, edit, client.RawPatch(types.MergePatchType, []byte(step.patch))); err != nil {
+			t.Fatal(err)
 		}
-		return got.ResourceVersion != edit.ResourceVersion && got.Spec.Template.Spec.Source.Helm.ReleaseName == release, nil
-	})
-	if err != nil {
-		t.Fatalf("the template edited by hand was not restored: %v", err)
+		err = fleetenv.Eventually(ctx, wait, func() (bool, error) {
+			var got argov1alpha1.ApplicationSet
+			if err := fleet.Hub.Client.Get(ctx, appSetKey(fvm), &got); err != nil {
+				return false, err
+			}
+			return got.ResourceVersion != edit.ResourceVersion && got.Spec.Template.Spec.Source.Helm.ReleaseName == release &&
+				got.Spec.SyncPolicy != nil && got.Spec.SyncPolicy.PreserveResourcesOnDeletion, nil
+		})
+		if err != nil {
+			t.Fatalf("the %s edited by hand was not restored: %v", step.what, err)
+		}
 	}
 
 	mergePatch(t, key, `{"spec":{"runStrategy":"Halted"}}`)

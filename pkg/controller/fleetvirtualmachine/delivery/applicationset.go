@@ -364,8 +364,12 @@ func applicationsLeftToFleetVM() argov1alpha1.ApplicationSetIgnoreDifferences {
 }
 
 // Targets are the clusters an ApplicationSet FleetVM wrote delivers
-// to: the names in its list generator.
+// to: the names in its list generator (of the hub's cached copy, the
+// names the cache kept of them, TrimApplicationSet).
 func Targets(appSet *argov1alpha1.ApplicationSet) []string {
+	if targets, ok := cachedTargets(appSet); ok {
+		return targets
+	}
 	var out []string
 	for _, g := range appSet.Spec.Generators {
 		if g.List == nil {

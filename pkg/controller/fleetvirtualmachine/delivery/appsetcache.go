@@ -5,26 +5,34 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"strings"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 )
 
-// TemplateDigestAnnotation is set on the hub's cached copy of an
-// ApplicationSet only (TrimApplicationSet), never on the object in the API
-// server: the digest of the Application template the cache dropped. The
+// The annotations set on the hub's cached copy of an ApplicationSet only
+// (TrimApplicationSet), never on the object in the API server: the digest
+// of the spec the cache dropped, and the clusters its list generator
+// named (Targets), comma-separated (a cluster's name holds no comma). The
 // hub writes ApplicationSets with merge patches computed against the copy
 // it read (write.Ensure, write.Mutate), which carry only what changed, and
-// FullApplicationSet takes the annotation off before a comparison.
-const TemplateDigestAnnotation = "fleetvm.io/cached-template-digest"
+// FullApplicationSet takes the annotations off before a comparison.
+const (
+	SpecDigestAnnotation    = "fleetvm.io/cached-spec-digest"
+	CachedTargetsAnnotation = "fleetvm.io/cached-targets"
+)
 
 // TrimApplicationSet is the hub's cache transform for Argo CD
-// ApplicationSets: it keeps the metadata, the list generator (Targets),
-// the sync policies and the ErrorOccurred condition of the status
-// (SetAside), and replaces the Application template, which carries the VM
-// definition and is more than half an ApplicationSet's size in memory,
-// with its digest (TemplateDigestAnnotation). The status's resources list
-// and its other conditions grow with the Applications and are never read.
-// A hub of 10,000 FleetVirtualMachines holds 10,000 ApplicationSets.
+// ApplicationSets: it keeps the metadata and the ErrorOccurred condition
+// of the status (SetAside), and replaces the spec with its digest
+// (SpecDigestAnnotation) and the names its list generator delivers to
+// (CachedTargetsAnnotation). The spec carries the VM definition in its
+// Application template and Argo CD's structs for the generator, the sync
+// policy and the differences ignored: more than half an ApplicationSet's
+// size in memory, of which the hub reads only the targets. The status's
+// resources list and its other conditions grow with the Applications and
+// are never read. A hub of 10,000 FleetVirtualMachines holds 10,000
+// ApplicationSets.
 func TrimApplicationSet(obj any) (any, error) {
 	appSet, ok := obj.(*argov1alpha1.ApplicationSet)
 	if !ok {
@@ -38,26 +46,27 @@ func TrimApplicationSet(obj any) (any, error) {
 		}
 	}
 	appSet.Status = argov1alpha1.ApplicationSetStatus{Conditions: kept}
-	digest, err := TemplateDigest(&appSet.Spec.Template)
+	digest, err := SpecDigest(&appSet.Spec)
 	if err != nil {
-		// Not expected of a decoded object; keep the template then.
+		// Not expected of a decoded object; keep the spec then.
 		return appSet, nil //nolint:nilerr // the whole object is the safe fallback
 	}
-	appSet.Spec.Template = argov1alpha1.ApplicationSetTemplate{}
-	annotations := maps.Clone(appSet.Annotations)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[TemplateDigestAnnotation] = digest
+	targets := strings.Join(Targets(appSet), ",")
+	appSet.Spec = argov1alpha1.ApplicationSetSpec{}
+	annotations := make(map[string]string, len(appSet.Annotations)+2)
+	maps.Copy(annotations, appSet.Annotations)
+	annotations[SpecDigestAnnotation] = digest
+	annotations[CachedTargetsAnnotation] = targets
 	appSet.Annotations = annotations
 	return appSet, nil
 }
 
-// TemplateDigest is the digest of an Application template as the hub
-// would render it or as the API server returned it: equal digests, equal
-// templates.
-func TemplateDigest(t *argov1alpha1.ApplicationSetTemplate) (string, error) {
-	data, err := json.Marshal(t)
+// SpecDigest is the digest of an ApplicationSet's spec as the hub would
+// render it or as the API server returned it: equal digests, equal specs.
+// The renderer writes the JSON it embeds (list elements, Helm values) with
+// sorted keys, as the API server stores it.
+func SpecDigest(spec *argov1alpha1.ApplicationSetSpec) (string, error) {
+	data, err := json.Marshal(spec)
 	if err != nil {
 		return "", err
 	}
@@ -65,24 +74,35 @@ func TemplateDigest(t *argov1alpha1.ApplicationSetTemplate) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
+// cachedTargets are the targets a trimmed cached copy keeps
+// (CachedTargetsAnnotation); ok is false for a copy that was never
+// trimmed.
+func cachedTargets(appSet *argov1alpha1.ApplicationSet) (targets []string, ok bool) {
+	v, ok := appSet.Annotations[CachedTargetsAnnotation]
+	if !ok || v == "" {
+		return nil, ok
+	}
+	return strings.Split(v, ","), true
+}
+
 // FullApplicationSet gives the ApplicationSet as read (got, maybe a
-// trimmed cached copy) with its Application template, for a comparison
-// with want. A copy that was never trimmed is returned as it is. A
-// trimmed copy whose digest is want's holds want's template: a copy of
-// it with want's template and without the cache's annotation is
-// returned. Otherwise ok is false: the template differs from want's (a
-// change FleetVM makes, or someone's edit) and the caller reads the
-// whole object from the API server to compare.
-func FullApplicationSet(got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetTemplate) (full *argov1alpha1.ApplicationSet, ok bool) {
-	digest, trimmed := got.Annotations[TemplateDigestAnnotation]
+// trimmed cached copy) with its spec, for a comparison with want. A copy
+// that was never trimmed is returned as it is. A trimmed copy whose
+// digest is want's holds want's spec: a copy of it with want's spec and
+// without the cache's annotations is returned. Otherwise ok is false: the
+// spec differs from want's (a change FleetVM makes, or someone's edit)
+// and the caller reads the whole object from the API server to compare.
+func FullApplicationSet(got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetSpec) (full *argov1alpha1.ApplicationSet, ok bool) {
+	digest, trimmed := got.Annotations[SpecDigestAnnotation]
 	if !trimmed {
 		return got, true
 	}
-	if d, err := TemplateDigest(want); err != nil || d != digest {
+	if d, err := SpecDigest(want); err != nil || d != digest {
 		return nil, false
 	}
 	full = got.DeepCopy()
-	full.Spec.Template = *want.DeepCopy()
-	delete(full.Annotations, TemplateDigestAnnotation)
+	full.Spec = *want.DeepCopy()
+	delete(full.Annotations, SpecDigestAnnotation)
+	delete(full.Annotations, CachedTargetsAnnotation)
 	return full, true
 }

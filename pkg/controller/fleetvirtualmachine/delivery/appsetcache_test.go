@@ -6,8 +6,10 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -35,12 +37,12 @@ func asStored(t *testing.T, appSet *argov1alpha1.ApplicationSet) *argov1alpha1.A
 	return out
 }
 
-// TestTrimmedApplicationSetKnowsItsTemplate: the cache keeps an
-// ApplicationSet without its Application template, and FleetVM still
-// tells, for every kind of ApplicationSet it renders, that the one it
+// TestTrimmedApplicationSetKnowsItsSpec: the cache keeps an
+// ApplicationSet without its spec, and FleetVM still reads its targets
+// and tells, for every kind of ApplicationSet it renders, that the one it
 // wrote holds what it renders (so nothing is written, nothing read
 // again) and that one rendered otherwise does not.
-func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
+func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
 	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
 	inline := fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
 		Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"metadata":{"labels":{"app":"a<b>&c"}},` +
@@ -49,7 +51,8 @@ func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
 		spec    fleetv1alpha1.FleetVirtualMachineSpec
 		targets []Target
 	}{
-		"inline template": {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}}},
+		"inline template":                 {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}}},
+		"inline template, no target left": {spec: inline},
 		"inline template, a move holding a copy": {spec: inline, targets: []Target{
 			{Name: "prod-a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}, {Name: "prod-b", Environment: "prod"}}},
 		"git kustomize": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyManual,
@@ -77,17 +80,17 @@ func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			cached := obj.(*argov1alpha1.ApplicationSet)
-			if !cmp.Equal(cached.Spec.Template, argov1alpha1.ApplicationSetTemplate{}) {
-				t.Errorf("the cached copy keeps its template: %+v", cached.Spec.Template)
+			if !cmp.Equal(cached.Spec, argov1alpha1.ApplicationSetSpec{}) {
+				t.Errorf("the cached copy keeps its spec: %+v", cached.Spec)
 			}
 			if cached.Status.Resources != nil || len(cached.Status.Conditions) != 1 || !SetAside(cached) {
 				t.Errorf("cached status %+v, want only the ErrorOccurred condition, still read as set aside", cached.Status)
 			}
-			if diff := cmp.Diff(Targets(stored), Targets(cached)); diff != "" {
+			if diff := cmp.Diff(Targets(stored), Targets(cached)); diff != "" || len(Targets(cached)) != len(tc.targets) {
 				t.Errorf("targets of the cached copy (-stored +cached):\n%s", diff)
 			}
 
-			full, ok := FullApplicationSet(cached, &want.Spec.Template)
+			full, ok := FullApplicationSet(cached, &want.Spec)
 			if !ok {
 				t.Fatal("the cached copy of what FleetVM wrote does not hold what it renders: every reconcile would read it again")
 			}
@@ -97,14 +100,25 @@ func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
 			if diff := cmp.Diff(stored.ObjectMeta, full.ObjectMeta); diff != "" {
 				t.Errorf("metadata given back for the comparison, the cache's annotation still on it? (-stored +given):\n%s", diff)
 			}
-			if _, has := cached.Annotations[TemplateDigestAnnotation]; !has {
+			if _, has := cached.Annotations[SpecDigestAnnotation]; !has {
 				t.Errorf("giving back the full copy took the annotation off the cached copy")
 			}
 
-			changed := want.Spec.Template.DeepCopy()
-			changed.Spec.Destination.Namespace = "elsewhere"
-			if _, ok := FullApplicationSet(cached, changed); ok {
-				t.Errorf("a cached copy holding another template passes for the rendered one: a change would never be written")
+			for what, change := range map[string]func(*argov1alpha1.ApplicationSetSpec){
+				"template": func(s *argov1alpha1.ApplicationSetSpec) { s.Template.Spec.Destination.Namespace = "elsewhere" },
+				"targets": func(s *argov1alpha1.ApplicationSetSpec) {
+					s.Generators[0].List.Elements = append(s.Generators[0].List.Elements, apiextensionsv1.JSON{Raw: []byte(`{"environment":"prod","name":"prod-c"}`)})
+				},
+				"sync policy":     func(s *argov1alpha1.ApplicationSetSpec) { s.SyncPolicy.PreserveResourcesOnDeletion = false },
+				"differences":     func(s *argov1alpha1.ApplicationSetSpec) { s.IgnoreApplicationDifferences = nil },
+				"template patch":  func(s *argov1alpha1.ApplicationSetSpec) { s.TemplatePatch = ptr.To("{}") },
+				"go template off": func(s *argov1alpha1.ApplicationSetSpec) { s.GoTemplate = false },
+			} {
+				changed := want.Spec.DeepCopy()
+				change(changed)
+				if _, ok := FullApplicationSet(cached, changed); ok {
+					t.Errorf("a cached copy holding another %s passes for the rendered one: a change would never be written", what)
+				}
 			}
 		})
 	}
@@ -115,7 +129,7 @@ func TestTrimmedApplicationSetKnowsItsTemplate(t *testing.T) {
 func TestFullApplicationSetOfAnUntrimmedCopy(t *testing.T) {
 	got := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "argocd"}}
 	got.Spec.Template.Spec.Project = "p"
-	full, ok := FullApplicationSet(got, &argov1alpha1.ApplicationSetTemplate{})
+	full, ok := FullApplicationSet(got, &argov1alpha1.ApplicationSetSpec{})
 	if !ok || full != got {
 		t.Errorf("FullApplicationSet of an untrimmed copy = %v, %v; want it back as it is", full, ok)
 	}
