@@ -251,7 +251,7 @@ func fitted[S ~[]E, E any](s S) S {
 }
 
 // trimVMReport is the cache transform of VMReports: the hub finds them by
-// their spec (IndexReportFleetVM, IndexReportVM) and reads only their spec,
+// their spec (IndexReport) and reads only their spec,
 // never their labels, which the agent writes for kubectl; a label map is
 // a fifth of a report in memory, and the hub holds one report per copy.
 func trimVMReport(obj any) (any, error) {

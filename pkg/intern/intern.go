@@ -73,13 +73,22 @@ func (t *Table) Map(m map[string]string) {
 	}
 }
 
+// Keys interns the keys of m in place, not its values.
+func (t *Table) Keys(m map[string]string) {
+	for k, v := range m {
+		m[t.String(k)] = v
+	}
+}
+
 // Meta interns what objects of a kind repeat in their metadata: the
-// namespace, label and annotation keys and values, finalizers and the
-// owners' API versions and kinds. Not names, UIDs, resource versions.
+// namespace, label keys and values, annotation keys, finalizers and the
+// owners' API versions and kinds. Not names, UIDs, resource versions, nor
+// annotation values: those the hub caches are hashes, digests and names,
+// one per object, which would only fill the table.
 func (t *Table) Meta(m *metav1.ObjectMeta) {
 	m.Namespace = t.String(m.Namespace)
 	t.Map(m.Labels)
-	t.Map(m.Annotations)
+	t.Keys(m.Annotations)
 	t.Strings(m.Finalizers)
 	for i := range m.OwnerReferences {
 		ref := &m.OwnerReferences[i]

@@ -73,6 +73,16 @@ func TestMetaSharesRepeatedFields(t *testing.T) {
 			}
 		}
 	}
+	for ka := range a.Annotations {
+		for kb := range b.Annotations {
+			if !same(ka, kb) {
+				t.Error("annotation keys not shared")
+			}
+		}
+	}
+	if same(a.Annotations["a"], b.Annotations["a"]) {
+		t.Error("annotation values were interned: those the hub caches are one per object")
+	}
 	if same(a.Name, b.Name) || same(a.OwnerReferences[0].Name, b.OwnerReferences[0].Name) {
 		t.Error("names were interned: they are unique per object")
 	}

@@ -170,12 +170,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 // not know every copy).
 func (r *Reconciler) stillReported(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) ([]string, error) {
 	var list fleetv1alpha1.VMReportList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexReportFleetVM: client.ObjectKeyFromObject(fvm).String()}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexReport: client.ObjectKeyFromObject(fvm).String()}); err != nil {
 		return nil, fmt.Errorf("list VMReports of %s: %w", klog.KObj(fvm), err)
 	}
 	var out []string
 	for _, report := range list.Items {
-		if report.Name == reportName(fvm) && len(report.Spec.VMs) > 0 {
+		if reportOn(&report, fvm) && len(report.Spec.VMs) > 0 {
 			out = append(out, report.Namespace)
 		}
 	}

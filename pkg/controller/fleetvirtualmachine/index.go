@@ -3,6 +3,7 @@ package fleetvirtualmachine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -56,13 +57,15 @@ const (
 	// ask for (or ask for every cluster): only they are woken when its
 	// decision changes.
 	IndexWantsCandidates = "fleetvm.io/wants-candidates"
-	// IndexReportFleetVM indexes VMReports by the FleetVirtualMachine they
-	// report on ("namespace/name"), and IndexReportVM by the VMs they list
-	// ("namespace/name" on the cluster): a FleetVirtualMachine finds every
-	// copy of its VM the clusters report, in whatever cluster namespace,
-	// whether or not the hub remembers it.
-	IndexReportFleetVM = "fleetvm.io/report-fleetvm"
-	IndexReportVM      = "fleetvm.io/report-vm"
+	// IndexReport indexes VMReports by the FleetVirtualMachine they report
+	// on and by the VMs they list, each as "namespace/name" (of the VM on
+	// the cluster): a FleetVirtualMachine finds every copy of its VM the
+	// clusters report, in whatever cluster namespace, whether or not the
+	// hub remembers it. One index, not one per kind of key: a
+	// FleetVirtualMachine's VM is most often of its own name, so a report
+	// is indexed under one value, one set per copy's FleetVM instead of
+	// two. A List by it finds both kinds: readers check which matched.
+	IndexReport = "fleetvm.io/report"
 )
 
 // wantsCandidates says which candidate Placement a FleetVirtualMachine
@@ -160,21 +163,18 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index %s: %w", IndexWantsCandidates, err)
 	}
-	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.VMReport{}, IndexReportFleetVM, fieldindex.AllNamespaces, func(o client.Object) []string {
-		ref := o.(*fleetv1alpha1.VMReport).Spec.FleetVM
-		return []string{ref.Namespace + "/" + ref.Name}
-	}); err != nil {
-		return fmt.Errorf("index %s: %w", IndexReportFleetVM, err)
-	}
-	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.VMReport{}, IndexReportVM, fieldindex.AllNamespaces, func(o client.Object) []string {
-		vms := o.(*fleetv1alpha1.VMReport).Spec.VMs
-		out := make([]string, 0, len(vms))
-		for _, vm := range vms {
-			out = append(out, vm.Namespace+"/"+vm.Name)
+	if err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.VMReport{}, IndexReport, fieldindex.AllNamespaces, func(o client.Object) []string {
+		spec := o.(*fleetv1alpha1.VMReport).Spec
+		out := make([]string, 1, 1+len(spec.VMs))
+		out[0] = spec.FleetVM.Namespace + "/" + spec.FleetVM.Name
+		for _, vm := range spec.VMs {
+			if key := vm.Namespace + "/" + vm.Name; !slices.Contains(out, key) {
+				out = append(out, key)
+			}
 		}
 		return out
 	}); err != nil {
-		return fmt.Errorf("index %s: %w", IndexReportVM, err)
+		return fmt.Errorf("index %s: %w", IndexReport, err)
 	}
 	return vmclaim.SetupIndex(ctx, indexer)
 }

@@ -173,14 +173,24 @@ func (r *Reconciler) readFacts(ctx context.Context, obs *observation, name strin
 // restore from backup for instance).
 func (r *Reconciler) reportedCopies(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine) (map[string]*fleetv1alpha1.VMState, error) {
 	out := map[string]*fleetv1alpha1.VMState{}
-	var own fleetv1alpha1.VMReportList
-	if err := r.Client.List(ctx, &own, client.MatchingFields{IndexReportFleetVM: client.ObjectKeyFromObject(fvm).String()}); err != nil {
+	// The reports on this FleetVirtualMachine and those listing its VM:
+	// one List when the VM is of its name (IndexReport).
+	key := client.ObjectKeyFromObject(fvm).String()
+	id, claims := vmclaim.Key(fvm)
+	var reports fleetv1alpha1.VMReportList
+	if err := r.Client.List(ctx, &reports, client.MatchingFields{IndexReport: key}); err != nil {
 		return nil, fmt.Errorf("list VMReports of %s: %w", klog.KObj(fvm), err)
 	}
-	id, claims := vmclaim.Key(fvm)
-	for i := range own.Items {
-		report := &own.Items[i]
-		if report.Name != reportName(fvm) {
+	if claims && id != key {
+		var others fleetv1alpha1.VMReportList
+		if err := r.Client.List(ctx, &others, client.MatchingFields{IndexReport: id}); err != nil {
+			return nil, fmt.Errorf("list VMReports of VM %s: %w", id, err)
+		}
+		reports.Items = append(reports.Items, others.Items...)
+	}
+	for i := range reports.Items {
+		report := &reports.Items[i]
+		if !reportOn(report, fvm) {
 			continue
 		}
 		if vm := copyIn(report, id, claims); vm != nil {
@@ -190,12 +200,8 @@ func (r *Reconciler) reportedCopies(ctx context.Context, fvm *fleetv1alpha1.Flee
 	if !claims {
 		return out, nil
 	}
-	var others fleetv1alpha1.VMReportList
-	if err := r.Client.List(ctx, &others, client.MatchingFields{IndexReportVM: id}); err != nil {
-		return nil, fmt.Errorf("list VMReports of VM %s: %w", id, err)
-	}
-	for i := range others.Items {
-		report := &others.Items[i]
+	for i := range reports.Items {
+		report := &reports.Items[i]
 		if _, ok := out[report.Namespace]; ok || report.Spec.FleetVM.Namespace != fvm.Namespace {
 			continue
 		}
@@ -495,4 +501,11 @@ func (r *Reconciler) getOwnedFrom(ctx context.Context, reader client.Reader, fvm
 // namespace.
 func reportName(fvm *fleetv1alpha1.FleetVirtualMachine) string {
 	return fvm.Namespace + "." + fvm.Name
+}
+
+// reportOn says whether report is the agent's report on fvm (of its name,
+// naming it), not one a List by IndexReport found for a VM it lists.
+func reportOn(report *fleetv1alpha1.VMReport, fvm *fleetv1alpha1.FleetVirtualMachine) bool {
+	ref := report.Spec.FleetVM
+	return report.Name == reportName(fvm) && ref.Namespace == fvm.Namespace && ref.Name == fvm.Name
 }
