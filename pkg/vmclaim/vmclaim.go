@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +21,10 @@ import (
 )
 
 // IndexVM indexes FleetVirtualMachines with an inline template by the VM
-// they deliver ("namespace/name" of the VM on the clusters).
+// they deliver ("namespace/name" of the VM on the clusters), those whose
+// VM is of another name than theirs only: most VMs are of their
+// FleetVirtualMachine's name, and ClaimantsOf reads that one by its name,
+// so the index holds no set per FleetVirtualMachine.
 const IndexVM = "fleetvm.io/vm"
 
 // Identity is the name and namespace of the VM on every cluster: the
@@ -57,7 +61,7 @@ func Key(fvm *fleetv1alpha1.FleetVirtualMachine) (string, bool) {
 // names the VM's namespace).
 func SetupIndex(ctx context.Context, indexer client.FieldIndexer) error {
 	err := fieldindex.Add(ctx, indexer, &fleetv1alpha1.FleetVirtualMachine{}, IndexVM, fieldindex.AllNamespaces, func(o client.Object) []string {
-		if key, ok := Key(o.(*fleetv1alpha1.FleetVirtualMachine)); ok {
+		if key, ok := Key(o.(*fleetv1alpha1.FleetVirtualMachine)); ok && key != client.ObjectKeyFromObject(o).String() {
 			return []string{key}
 		}
 		return nil
@@ -76,9 +80,27 @@ func Claimants(ctx context.Context, reader client.Reader, fvm *fleetv1alpha1.Fle
 	if !ok {
 		return nil, nil
 	}
+	return ClaimantsOf(ctx, reader, key)
+}
+
+// ClaimantsOf lists the FleetVirtualMachines that deliver the VM key
+// ("namespace/name"): those IndexVM finds, and the one of the VM's name
+// when it delivers that VM.
+func ClaimantsOf(ctx context.Context, reader client.Reader, key string) ([]fleetv1alpha1.FleetVirtualMachine, error) {
 	var list fleetv1alpha1.FleetVirtualMachineList
 	if err := reader.List(ctx, &list, client.MatchingFields{IndexVM: key}); err != nil {
 		return nil, fmt.Errorf("list FleetVirtualMachines delivering VM %s: %w", key, err)
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	named := &fleetv1alpha1.FleetVirtualMachine{}
+	switch err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, named); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("read FleetVirtualMachine %s, which may deliver VM %s: %w", key, key, err)
+	default:
+		if k, ok := Key(named); ok && k == key {
+			list.Items = append(list.Items, *named)
+		}
 	}
 	return list.Items, nil
 }

@@ -129,8 +129,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: report.Spec.FleetVM.Namespace, Name: report.Spec.FleetVM.Name}}}
 		for _, vm := range report.Spec.VMs {
-			for _, req := range r.fleetVMsMatching(ctx, "claiming a reported VM", obj,
-				client.MatchingFields{vmclaim.IndexVM: vm.Namespace + "/" + vm.Name}) {
+			// The one of the VM's name, which IndexVM leaves out (it
+			// most often delivers it: the report's own FleetVM), and
+			// those whose template names the VM.
+			named := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}}
+			for _, req := range append(r.fleetVMsMatching(ctx, "claiming a reported VM", obj,
+				client.MatchingFields{vmclaim.IndexVM: vm.Namespace + "/" + vm.Name}), named) {
 				if !slices.Contains(reqs, req) {
 					reqs = append(reqs, req)
 				}

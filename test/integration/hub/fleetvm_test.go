@@ -677,8 +677,16 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	}
 	vm, _ := vmclaim.Key(now)
 	indexedOnce(t, reader, &argoapp.ApplicationList{}, fleetvirtualmachine.IndexOwner, key.String(), argoNS, false)
-	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, vmclaim.IndexVM, vm, key.Namespace, true)
 	indexedOnce(t, reader, &fleetv1alpha1.FleetVirtualMachineList{}, fleetvirtualmachine.IndexStatusCluster, now.Status.Clusters[0].Cluster, key.Namespace, true)
+	// Its VM is of its name: the index by VM holds no set for it, and its
+	// claim on the VM is read by name.
+	var byVM fleetv1alpha1.FleetVirtualMachineList
+	if err := reader.List(ctx, &byVM, client.MatchingFields{vmclaim.IndexVM: vm}); err != nil || len(byVM.Items) != 0 {
+		t.Errorf("index %s=%s: %d found (%v), want none: a VM of its FleetVM's name is not indexed", vmclaim.IndexVM, vm, len(byVM.Items), err)
+	}
+	if claimants, err := vmclaim.ClaimantsOf(ctx, reader, vm); err != nil || len(claimants) != 1 || claimants[0].UID != now.UID {
+		t.Errorf("claimants of VM %s: %d (%v), want %s alone", vm, len(claimants), err, key)
+	}
 }
 
 // indexedOnce fails unless the cache's index by field finds objects with
