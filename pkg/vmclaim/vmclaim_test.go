@@ -1,7 +1,6 @@
 package vmclaim
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -13,14 +12,6 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
-
-// builderIndexer registers SetupIndex's index on a fake client builder.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 // TestClaimantsOf: the index by VM holds only FleetVirtualMachines whose
 // VM is of another name than theirs; the claimants of a VM are still
@@ -42,7 +33,7 @@ func TestClaimantsOf(t *testing.T) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(fleetv1alpha1.AddToScheme(scheme))
 	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(fvms...)
-	if err := SetupIndex(t.Context(), builderIndexer{b}); err != nil {
+	if err := SetupIndex(t.Context(), utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	c := b.Build()

@@ -1,7 +1,6 @@
 package drain
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -21,15 +20,8 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
-
-// builderIndexer registers the controller's indexes with a fake client.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 const (
 	cluster = "prod-a"
@@ -78,7 +70,7 @@ func reconcileDrain(t *testing.T, limits Limits, objs ...client.Object) client.C
 	utilruntime.Must(argoapp.AddToScheme(s)) // as hub.Scheme: the hub's view of Applications
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&fleetv1alpha1.FleetVirtualMachine{}, &fleetv1alpha1.FleetVirtualMachineMove{})
-	if err := fleetvirtualmachine.SetupIndexes(t.Context(), builderIndexer{b}); err != nil {
+	if err := fleetvirtualmachine.SetupIndexes(t.Context(), utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	c := b.Build()

@@ -70,7 +70,7 @@ func TestReconcilesSideBySideTakeTheLastRoomOnce(t *testing.T) {
 			&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: set}},
 			&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: set}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set}}).
 		WithStatusSubresource(first, second, candidates, decision, score, mc)
-	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+	if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	sideBySide := false

@@ -25,15 +25,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
-
-// builderIndexer registers SetupIndexes' indexes on a fake client builder.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
 
 // testScheme knows every kind the reconciler reads and writes, for the
 // package's fake-client tests.
@@ -87,7 +80,7 @@ func TestReconcileStatusWriteConflict(t *testing.T) {
 				}}},
 			}
 			b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(fvm).WithStatusSubresource(fvm)
-			if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+			if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 				t.Fatal(err)
 			}
 			statusWrites := 0

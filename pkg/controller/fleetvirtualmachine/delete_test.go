@@ -26,6 +26,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/pkg/write"
+	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
 // TestDeletionWritesEachApplicationTwice: taking a deleted FleetVM's
@@ -80,7 +81,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				objs = append(objs, app)
 			}
 			b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).WithStatusSubresource(fvm)
-			if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+			if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 				t.Fatal(err)
 			}
 			writes := map[string]int{}       // per Application
@@ -229,7 +230,7 @@ func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
 		Labels: delivery.OwnerLabels(fvm), Finalizers: []string{delivery.ProtectionFinalizer},
 	}}
 	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(fvm, appSet).WithStatusSubresource(fvm)
-	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+	if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	live := b.Build()
@@ -286,7 +287,7 @@ func TestTenantCleanupDeletesEachWorkOnce(t *testing.T) {
 			return nil
 		},
 	})
-	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+	if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Client: b.Build(), Config: cfg}

@@ -42,7 +42,7 @@ func TestReportedCopiesByOneIndex(t *testing.T) {
 		report("e", ns, "olddb", "db"),      // db's, left by a FleetVM deleted with Orphan
 		report("f", ns, "web", "other"),     // web's report of a VM not its own
 	)
-	if err := SetupIndexes(ctx, builderIndexer{b}); err != nil {
+	if err := SetupIndexes(ctx, utiltesting.Indexer{Builder: b}); err != nil {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Client: b.Build()}
