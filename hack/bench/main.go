@@ -98,6 +98,7 @@ func run() int {
 	flag.DurationVar(&cfg.BurstCPUProfileWindow, "burst-cpuprofile", 0, "Take CPU profiles of the hub API server and of fleetvm-hub over this much of the burst, saved beside the report (0: none).")
 	flag.DurationVar(&cfg.RestartCPUProfileWindow, "restart-cpuprofile", 0, "Likewise over this much of the time after the hub's restart (0: none).")
 	flag.DurationVar(&cfg.DeletionCPUProfileWindow, "deletion-cpuprofile", 0, "Likewise over this much of the mass deletion (0: none).")
+	restProfile := flag.Bool("rest-cpuprofile", false, "Likewise over the whole at-rest scenario.")
 	flag.StringVar(&cfg.CacheDump, "cache-dump", "", "Write the objects the hub holds per FleetVM and per cluster, once the burst converged, into this folder (a JSON List per kind) for hack/cachesize.")
 	drainCopies := flag.Int("drain", 0, "Run the drain scenario instead: drain a cluster holding this many FleetVM copies, on real spokes (test/benchmark/drain).")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the harness (it runs the OCM placement scheduler in-process) to this file.")
@@ -154,6 +155,9 @@ func run() int {
 	}
 	if cfg.DeletionCPUProfileWindow > 0 {
 		cfg.DeletionCPUProfile = filepath.Join(out, stamp+"-deletion")
+	}
+	if *restProfile {
+		cfg.RestCPUProfile = filepath.Join(out, stamp+"-rest")
 	}
 	cfg.Log = os.Stderr
 	// The harness's own controller-runtime clients log nothing.

@@ -33,7 +33,8 @@ const (
 	// given it keep it.
 	Paused Phase = "Paused"
 	// Succeeded: every cluster runs the new revision, ready, past its
-	// soak.
+	// soak; at least one cluster does (a rollout over none is
+	// Progressing).
 	Succeeded Phase = "Succeeded"
 	// Failed: more clusters failed than maxFailures allows (or one in a
 	// mandatory decision group): no cluster is given the new revision any
@@ -43,6 +44,10 @@ const (
 	// revision has the previous one again.
 	RolledBack Phase = "RolledBack"
 )
+
+// NoCluster is the message of a rollout Progressing over no cluster: the
+// VM is delivered nowhere yet, so no cluster runs the revision.
+const NoCluster = "no cluster is decided yet: each copy starts on the revision as its cluster is decided"
 
 // State is where one cluster stands in the rollout.
 type State string
@@ -256,7 +261,13 @@ func Decide(in Input) Plan {
 			p.Reason = string(plan.Phase)
 		}
 	}
-	if plan.Phase == Progressing && allDone(plan.Clusters) {
+	switch {
+	case plan.Phase != Progressing:
+	case len(plan.Clusters) == 0:
+		// Nothing runs the revision yet: a rollout over no cluster has
+		// not succeeded (the placement has decided none so far).
+		plan.Message = NoCluster
+	case allDone(plan.Clusters):
 		plan.Phase, plan.Message = Succeeded, ""
 	}
 	plan.RecheckAt = earliest(recheck)

@@ -87,6 +87,14 @@ func TestDecide(t *testing.T) {
 				Clusters: []Cluster{on("a", 2, t0), on("b", 2, t0)}},
 			want: summary{Phase: Succeeded, Clusters: map[string]string{"a": "Succeeded@2", "b": "Succeeded@2"}},
 		},
+		"no cluster decided yet is not a success": {
+			in:   Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 1, Now: now},
+			want: summary{Phase: Progressing, Clusters: map[string]string{}},
+		},
+		"All over no cluster is not a success either": {
+			in:   Input{Strategy: clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}, Target: 2, Previous: 1, Now: now},
+			want: summary{Phase: Progressing, Clusters: map[string]string{}},
+		},
 		"Progressive takes maxConcurrency clusters in name order": {
 			in: Input{Strategy: progressive(intstr.FromInt32(1), soak), Target: 2, Previous: 1, Now: now,
 				Clusters: []Cluster{on("c", 1, t0), on("a", 1, t0), on("b", 1, t0)}},

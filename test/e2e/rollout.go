@@ -224,15 +224,23 @@ func RolloutGitSpec(t *testing.T, in LifecycleInput, repoURL string) {
 		},
 	}
 	apply(t, in, fvm)
-	got := waitRollout(t, in, fvm, 1, "Succeeded")
+	// Revision 1 succeeds once both copies run it: a rollout over no
+	// cluster yet says Progressing, not Succeeded.
+	got := waitFVM(t, in, fvm, "revision 1 Succeeded on 2 clusters", func(f *fleetv1alpha1.FleetVirtualMachine) error {
+		if r := f.Status.Rollout; r == nil || r.Revision != 1 {
+			return fmt.Errorf("rollout %+v", r)
+		} else if r.Phase == "Succeeded" && len(f.Status.Clusters) == 0 {
+			return stop(fmt.Errorf("revision 1 Succeeded on no cluster: %+v", r))
+		} else if r.Phase != "Succeeded" || len(f.Status.Clusters) != 2 {
+			return fmt.Errorf("rollout %+v on %d clusters", r, len(f.Status.Clusters))
+		}
+		return nil
+	})
 	var decided []string
 	for _, c := range got.Status.Clusters {
 		decided = append(decided, c.Cluster)
 	}
 	slices.Sort(decided)
-	if len(decided) != 2 {
-		t.Fatalf("revision 1 succeeded on %v, want 2 clusters", decided)
-	}
 	for _, c := range decided {
 		waitSpokeVM(t, in, fvm, c, "ready on revision 1", func(vm *kubevirtv1.VirtualMachine) bool {
 			return vm.Status.Ready && vm.Labels[fleetv1alpha1.LabelRevision] == "1"

@@ -118,6 +118,9 @@ type Config struct {
 	// taken over the first DeletionCPUProfileWindow of the mass deletion.
 	DeletionCPUProfile       string
 	DeletionCPUProfileWindow time.Duration
+	// RestCPUProfile, likewise, is the prefix of the CPU profiles taken
+	// over the whole at-rest scenario, when set.
+	RestCPUProfile string
 
 	// Rest is how long the at-rest scenario idles (default 5 minutes).
 	Rest time.Duration

@@ -441,10 +441,18 @@ func (h *harness) atRest(ctx context.Context) error {
 	loadBefore := h.loadWrites()
 	schedBefore, _ := readSchedulerStats()
 	h.logf("at rest for %s", h.cfg.Rest)
+	var profiles func()
+	if prefix := h.cfg.RestCPUProfile; prefix != "" {
+		profiles = h.cpuProfiles(ctx, prefix, h.cfg.Rest)
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(h.cfg.Rest):
+	}
+	if profiles != nil {
+		// Both end with the window, about now.
+		profiles()
 	}
 	after, err := readHubCounts(ctx, h.kube)
 	if err != nil {
