@@ -256,3 +256,41 @@ func TestShapeCacheFleet(t *testing.T) {
 		t.Errorf("Lookup put a forgotten FleetVirtualMachine back: team-a has %d shapes", c.Distinct("team-a"))
 	}
 }
+
+// TestShapeCacheSharesShapes: FleetVirtualMachines of a namespace with
+// one shape hold it once; another namespace's of that shape hold their
+// own; a FleetVirtualMachine that changes shape lets go of the shared
+// one, which the others keep.
+func TestShapeCacheSharesShapes(t *testing.T) {
+	var c ShapeCache
+	fvms := []fleetv1alpha1.FleetVirtualMachine{
+		fleetVM("team-a", "a1", 1, 2), fleetVM("team-a", "a2", 2, 2), fleetVM("team-a", "a3", 3, 2),
+		fleetVM("team-b", "b1", 1, 2),
+	}
+	for i := range fvms {
+		fvms[i].UID = types.UID(fvms[i].Name)
+		c.Observe(&fvms[i])
+	}
+	held := func(ns, name string) *namedShape {
+		return c.entries[types.NamespacedName{Namespace: ns, Name: name}].shape
+	}
+	shared := held("team-a", "a1")
+	if shared == nil || held("team-a", "a2") != shared || held("team-a", "a3") != shared {
+		t.Fatalf("team-a's three FleetVMs of one shape hold %p, %p, %p: want one", shared, held("team-a", "a2"), held("team-a", "a3"))
+	}
+	if held("team-b", "b1") == shared {
+		t.Errorf("team-b's FleetVM holds team-a's shape: the counts are per namespace")
+	}
+	fvms[0].Generation = 2
+	fvms[0].Spec = fleetVM("team-a", "a1", 1, 4).Spec
+	c.Observe(&fvms[0])
+	if held("team-a", "a1") == shared || held("team-a", "a1").shape.Name() != "fit-4000m-1024mi" {
+		t.Errorf("a1 with 4 CPUs holds %+v", held("team-a", "a1"))
+	}
+	if held("team-a", "a2") != shared || c.names["team-a"][shared.name].n != 2 {
+		t.Errorf("after a1 changed shape: a2 holds %p (want %p), %d hold %s", held("team-a", "a2"), shared, c.names["team-a"][shared.name].n, shared.name)
+	}
+	if got, ok := c.Of(&fvms[1]); !ok || got.Name() != shared.name {
+		t.Errorf("a2's shape %s (%t), want %s", got.Name(), ok, shared.name)
+	}
+}
