@@ -179,8 +179,9 @@ type shapeCount struct {
 
 // namedShape is a shape with its name, held once per namespace and name
 // however many FleetVirtualMachines ask for it: a hub of 10,000 has a
-// few shapes, and an entry of its own each held two Quantities and the
-// name (600 bytes a FleetVM in the heap profile of 10,000).
+// few shapes. With a copy in every entry, the hub's two shape caches held
+// 5.1 MB in the heap profile of 10,000 FleetVMs; 4.3 MB shared, the rest
+// being the entries' maps.
 type namedShape struct {
 	shape Shape
 	name  string // shape.Name() when ok
