@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -178,9 +177,7 @@ func (l *itemwiseLister) list(ctx context.Context, opts metav1.ListOptions) (run
 }
 
 // watch makes the request the informer's watch would have made and
-// decodes each event in one pass (watchDecoder). Unlike client-go's watch,
-// the request waits its turn under the client's rate limit, as a List
-// does: an informer starts a watch every few minutes.
+// decodes each event in one pass (watchDecoder).
 func (l *itemwiseLister) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	rc, err := l.client()
 	if err != nil {
@@ -194,12 +191,6 @@ func (l *itemwiseLister) watch(ctx context.Context, opts metav1.ListOptions) (wa
 	}
 	body, err := req.Stream(ctx)
 	if err != nil {
-		if utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err) {
-			// As client-go's watch: a connection closed before the
-			// watch began ends it at once, and the informer watches
-			// again from where it was instead of listing again.
-			return watch.NewEmptyWatch(), nil
-		}
 		return nil, err
 	}
 	return watch.NewStreamWatcher(newWatchDecoder(body, l.newItem),

@@ -301,31 +301,3 @@ func TestItemwiseWatch(t *testing.T) {
 		})
 	}
 }
-
-// TestItemwiseWatchConnectionClosed: a connection closed before the
-// watch began ends the watch at once, without an error, as client-go's
-// watch does: the informer watches again instead of listing again.
-func TestItemwiseWatchConnectionClosed(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	}))
-	defer srv.Close()
-	gvk := argov1alpha1.SchemeGroupVersion.WithKind("Application")
-	rc, err := apiutil.RESTClientForGVK(gvk, true, false, &rest.Config{Host: srv.URL}, serializer.NewCodecFactory(Scheme()), srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &itemwiseLister{client: func() (rest.Interface, error) { return rc, nil }, resource: "applications", namespace: "argocd",
-		newItem: func() runtime.Object { return &argoapp.Application{} }}
-	w, err := l.watch(t.Context(), metav1.ListOptions{ResourceVersion: "41"})
-	if err != nil {
-		t.Fatalf("watch over a closed connection: %v, want a watch that ends", err)
-	}
-	defer w.Stop()
-	for e := range w.ResultChan() {
-		t.Errorf("event %+v from a closed connection", e)
-	}
-}
