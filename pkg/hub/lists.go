@@ -10,7 +10,6 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -122,8 +121,8 @@ func itemwiseScope(gvk schema.GroupVersionKind, scheme *runtime.Scheme, opts *ca
 	return namespace, transform, true
 }
 
-// itemwiseListWatch lists and watches with its lister; a watch that
-// streams the initial list (sendInitialEvents) goes to the informer's own.
+// itemwiseListWatch lists with its lister and watches as the informer
+// would have.
 type itemwiseListWatch struct {
 	toolscache.ListerWatcherWithContext
 	lister *itemwiseLister
@@ -131,13 +130,6 @@ type itemwiseListWatch struct {
 
 func (lw itemwiseListWatch) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return lw.WatchWithContext(context.Background(), opts)
-}
-
-func (lw itemwiseListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-		return lw.ListerWatcherWithContext.WatchWithContext(ctx, opts)
-	}
-	return lw.lister.watch(ctx, opts)
 }
 
 func (lw itemwiseListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -175,91 +167,6 @@ func (l *itemwiseLister) list(ctx context.Context, opts metav1.ListOptions) (run
 	defer body.Close()
 	return decodeItemwise(body, l.newItem, l.transform)
 }
-
-// watch makes the request the informer's watch would have made and
-// decodes each event in one pass (watchDecoder).
-func (l *itemwiseLister) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	rc, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	opts.Watch = true
-	req := rc.Get().Resource(l.resource).VersionedParams(&opts, metav1.ParameterCodec).
-		SetHeader("Accept", runtime.ContentTypeJSON)
-	if l.namespace != "" {
-		req = req.Namespace(l.namespace)
-	}
-	body, err := req.Stream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return watch.NewStreamWatcher(newWatchDecoder(body, l.newItem),
-		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
-}
-
-// watchDecoder reads a watch response, one event {"type":..,"object":{..}}
-// after the other, and decodes each straight into a new object of the
-// kind. client-go's watch decoder, after framing the event, finds the
-// event's kind, decodes the event with its object as bytes, finds the
-// object's kind and decodes the object: each of those reads the event
-// whole, and each decode checks the JSON first. Argo CD refreshes each
-// Application every three minutes, so a hub at rest with 30,000 of them
-// decodes about 170 events a second, and decoding took half its CPU at
-// rest (docs/developer-guide/benchmarks.md). The objects are those
-// client-go's decoder gives: the kind's object, or an ERROR event's
-// metav1.Status, without apiVersion and kind.
-type watchDecoder struct {
-	body    io.ReadCloser
-	dec     *json.Decoder
-	newItem func() runtime.Object
-	raw     json.RawMessage
-}
-
-func newWatchDecoder(body io.ReadCloser, newItem func() runtime.Object) *watchDecoder {
-	return &watchDecoder{body: body, dec: json.NewDecoder(body), newItem: newItem}
-}
-
-// watchEvent is an event with its object decoded into what Object holds
-// (a pointer to the kind's type).
-type watchEvent struct {
-	Type   watch.EventType `json:"type"`
-	Object any             `json:"object"`
-}
-
-// Decode returns the next event; io.EOF when the API server ended the
-// watch.
-func (d *watchDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	if err := d.dec.Decode(&d.raw); err != nil {
-		return "", nil, err
-	}
-	event := watchEvent{Object: d.newItem()}
-	err := kjson.UnmarshalCaseSensitivePreserveInts(d.raw, &event)
-	switch event.Type {
-	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
-		if err != nil {
-			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
-		}
-	case watch.Error:
-		// The object is a Status, not the kind: decoded again.
-		event.Object = &metav1.Status{}
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(d.raw, &event); err != nil {
-			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
-		}
-	default:
-		if err != nil {
-			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
-		}
-		return "", nil, fmt.Errorf("got invalid watch event type: %v", event.Type)
-	}
-	obj := event.Object.(runtime.Object)
-	// Without its apiVersion and kind, as client-go's decoder leaves it
-	// (runtime.WithoutVersionDecoder).
-	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-	return event.Type, obj, nil
-}
-
-// Close ends the watch.
-func (d *watchDecoder) Close() { _ = d.body.Close() }
 
 // itemList is a List as decoded item by item: its list metadata and each
 // item transformed.

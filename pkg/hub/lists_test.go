@@ -2,9 +2,6 @@ package hub
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,13 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
@@ -204,100 +198,5 @@ func TestItemwiseScope(t *testing.T) {
 	}
 	if _, _, ok := itemwiseScope(app, scheme, &cache.Options{DefaultNamespaces: map[string]cache.Config{"a": {}}}); ok {
 		t.Error("default namespaces: listed item by item")
-	}
-}
-
-// TestItemwiseWatch: the item-wise watch makes the request client-go's
-// watch makes for the informer and gives the same events with the same
-// objects: each kind's object as client-go decodes it (without apiVersion
-// and kind), a bookmark, a deletion, an ERROR event's Status (410 Gone,
-// which makes the informer list again); what cannot be decoded ends in
-// an error event, not in a wrong object.
-func TestItemwiseWatch(t *testing.T) {
-	changed := application("a")
-	changed.ResourceVersion, changed.Status.Health.Status = "43", "Degraded"
-	event := func(typ watch.EventType, obj any) string {
-		b, err := json.Marshal(map[string]any{"type": typ, "object": obj})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b) + "\n"
-	}
-	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
-		Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 41 (50)"}
-	for name, tc := range map[string]struct {
-		body   string
-		events int
-	}{
-		"events": {body: event(watch.Added, application("a")) + event(watch.Modified, changed) + event(watch.Added, application("b")) +
-			event(watch.Bookmark, map[string]any{"kind": "Application", "apiVersion": "argoproj.io/v1alpha1", "metadata": map[string]any{"resourceVersion": "44"}}) +
-			event(watch.Deleted, changed) + event(watch.Error, gone), events: 6},
-		"an object that does not decode": {body: event(watch.Added, application("a")) + `{"type":"MODIFIED","object":{"metadata":{"name":1}}}` + "\n", events: 2},
-		"an unknown event type":          {body: `{"type":"RENAMED","object":{"metadata":{"name":"a"}}}` + "\n", events: 1},
-		"cut short":                      {body: event(watch.Added, application("a"))[:100], events: 0},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var queries []string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = io.WriteString(w, tc.body)
-			}))
-			defer srv.Close()
-			gvk := argov1alpha1.SchemeGroupVersion.WithKind("Application")
-			rc, err := apiutil.RESTClientForGVK(gvk, true, false, &rest.Config{Host: srv.URL}, serializer.NewCodecFactory(Scheme()), srv.Client())
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := metav1.ListOptions{ResourceVersion: "41", AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](300)}
-			drain := func(w watch.Interface) []watch.Event {
-				defer w.Stop()
-				var out []watch.Event
-				for e := range w.ResultChan() {
-					out = append(out, e)
-				}
-				return out
-			}
-			// client-go's watch, as controller-runtime's informer makes it.
-			o := opts
-			o.Watch = true
-			w, err := rc.Get().Namespace("argocd").Resource("applications").VersionedParams(&o, metav1.ParameterCodec).Watch(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			theirs := drain(w)
-			l := &itemwiseLister{client: func() (rest.Interface, error) { return rc, nil }, resource: "applications", namespace: "argocd",
-				newItem: func() runtime.Object { return &argoapp.Application{} }}
-			w, err = l.watch(t.Context(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours := drain(w)
-			if len(queries) != 2 || queries[0] != queries[1] {
-				t.Errorf("requests %q, want client-go's twice", queries)
-			}
-			if len(theirs) != tc.events {
-				t.Fatalf("client-go's watch gave %d events, want %d: %+v", len(theirs), tc.events, theirs)
-			}
-			if len(ours) != len(theirs) {
-				t.Fatalf("%d events, client-go's %d:\nours   %+v\ntheirs %+v", len(ours), len(theirs), ours, theirs)
-			}
-			for i := range theirs {
-				if theirs[i].Type == watch.Error {
-					// An error the stream ended in: the same kind of
-					// event, the message is each decoder's own.
-					if ours[i].Type != watch.Error {
-						t.Errorf("event %d: %s, client-go's an error", i, ours[i].Type)
-					}
-					if s, ok := theirs[i].Object.(*metav1.Status); ok && s.Code == http.StatusGone && !reflect.DeepEqual(ours[i], theirs[i]) {
-						t.Errorf("event %d = %+v\nclient-go's %+v", i, ours[i], theirs[i])
-					}
-					continue
-				}
-				if !reflect.DeepEqual(ours[i], theirs[i]) {
-					t.Errorf("event %d = %+v\nclient-go's %+v", i, ours[i], theirs[i])
-				}
-			}
-		})
 	}
 }
