@@ -26,6 +26,8 @@ import (
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
 
 // Application is what the hub reads of an Argo CD Application: its
@@ -39,6 +41,89 @@ type Application struct {
 
 	Spec   Spec   `json:"spec"`
 	Status Status `json:"status,omitempty"`
+
+	// held is what a cached copy keeps of its labels in place of the
+	// label map (Trim): the ones FleetVM sets.
+	held heldLabels
+}
+
+// heldLabels are the values of the labels FleetVM sets on the
+// Applications it generates (HeldLabels), kept without a map: a map of
+// four labels is some 340 bytes, a third of a cached Application, and
+// the hub holds one Application per copy of every FleetVM. They are
+// never written back: a merge patch computed from a cached copy carries
+// no labels unless the caller sets some (SetLabels).
+type heldLabels struct {
+	name, namespace, cluster, partOf string
+}
+
+// HeldLabels are the labels a cached Application keeps (Trim): the
+// FleetVirtualMachine it belongs to, the cluster it delivers to, and
+// FleetVM's mark. The hub reads no other label of an Application.
+var HeldLabels = []string{fleetv1alpha1.LabelFleetVMName, fleetv1alpha1.LabelFleetVMNamespace, fleetv1alpha1.LabelCluster, fleetv1alpha1.LabelPartOf}
+
+func (h *heldLabels) field(key string) *string {
+	switch key {
+	case fleetv1alpha1.LabelFleetVMName:
+		return &h.name
+	case fleetv1alpha1.LabelFleetVMNamespace:
+		return &h.namespace
+	case fleetv1alpha1.LabelCluster:
+		return &h.cluster
+	case fleetv1alpha1.LabelPartOf:
+		return &h.partOf
+	}
+	return nil
+}
+
+// Label is the value of the Application's label key, whether its labels
+// are a map (as decoded) or held (a cached copy, Trim): "" when it has
+// none.
+func (a *Application) Label(key string) string {
+	if a.Labels != nil {
+		return a.Labels[key]
+	}
+	if f := a.held.field(key); f != nil {
+		return *f
+	}
+	return ""
+}
+
+// GetLabels gives the Application's labels: its label map, or, of a
+// cached copy (Trim), a new map of the labels it held. A change to the
+// returned map of a cached copy changes nothing until SetLabels.
+func (a *Application) GetLabels() map[string]string {
+	if a.Labels != nil || a.held == (heldLabels{}) {
+		return a.Labels
+	}
+	out := make(map[string]string, len(HeldLabels))
+	for _, key := range HeldLabels {
+		if v := *a.held.field(key); v != "" {
+			out[key] = v
+		}
+	}
+	return out
+}
+
+// HoldLabels replaces the Application's label map with the values of the
+// labels FleetVM sets (HeldLabels), each passed through share (the
+// hub's string table; nil: as they are). Other labels are dropped.
+func (a *Application) HoldLabels(share func(string) string) {
+	if share == nil {
+		share = func(s string) string { return s }
+	}
+	if a.Labels == nil {
+		for _, key := range HeldLabels {
+			f := a.held.field(key)
+			*f = share(*f)
+		}
+		return
+	}
+	a.held = heldLabels{}
+	for _, key := range HeldLabels {
+		*a.held.field(key) = share(a.Labels[key])
+	}
+	a.Labels = nil
 }
 
 // Spec is the project the Application runs under: a namespace's AppProject
@@ -102,15 +187,18 @@ type ApplicationList struct {
 }
 
 // Trim is the hub's cache transform for Applications: it drops the managed
-// fields, which the hub never reads, and of a sync's resources keeps only
-// those that failed with a message, the ones the status shows
-// (delivery.StateOf); the rest of the object is what this type decodes.
+// fields, which the hub never reads, keeps of the labels only those
+// FleetVM sets and without their map (HoldLabels), and of a sync's
+// resources keeps only those that failed with a message, the ones the
+// status shows (delivery.StateOf); the rest of the object is what this
+// type decodes.
 func Trim(obj any) (any, error) {
 	app, ok := obj.(*Application)
 	if !ok {
 		return obj, nil
 	}
 	app.ManagedFields = nil
+	app.HoldLabels(nil)
 	if op := app.Status.OperationState; op != nil && op.SyncResult != nil {
 		var failed []ResourceResult
 		for _, res := range op.SyncResult.Resources {

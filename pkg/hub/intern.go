@@ -79,6 +79,7 @@ func internStrings(obj any) any {
 			c.Message = t.String(c.Message)
 		}
 	case *argoapp.Application:
+		o.HoldLabels(t.String)
 		o.Spec.Project = t.String(o.Spec.Project)
 		st := &o.Status
 		st.Sync.Status = intern.Value(t, st.Sync.Status)

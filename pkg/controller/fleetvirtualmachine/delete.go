@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 	var waiting []string
 	for i := range apps {
 		app := &apps[i]
-		cluster := app.Labels[fleetv1alpha1.LabelCluster]
+		cluster := app.Label(fleetv1alpha1.LabelCluster)
 		if why := delivery.RemovalBlocked(app); deleteVMs && why != "" && app.DeletionTimestamp == nil {
 			waiting = append(waiting, fmt.Sprintf("%s: %s", cluster, why))
 			continue

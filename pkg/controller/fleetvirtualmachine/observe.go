@@ -78,7 +78,7 @@ func (r *Reconciler) observe(ctx context.Context, fvm *fleetv1alpha1.FleetVirtua
 		errs = append(errs, err)
 	}
 	for i := range apps {
-		if c := apps[i].Labels[fleetv1alpha1.LabelCluster]; c != "" {
+		if c := apps[i].Label(fleetv1alpha1.LabelCluster); c != "" {
 			obs.Apps[c] = &apps[i]
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/consolelink"
 )
@@ -28,7 +29,10 @@ func TestApplicationChanged(t *testing.T) {
 	then := metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(then.Add(3 * time.Minute))
 	old := &argov1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", ResourceVersion: "1", Generation: 4},
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", ResourceVersion: "1", Generation: 4, Labels: map[string]string{
+			fleetv1alpha1.LabelFleetVMName: "vm", fleetv1alpha1.LabelFleetVMNamespace: "team-a",
+			fleetv1alpha1.LabelCluster: "prod-a", fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue,
+		}},
 		Status: argov1alpha1.ApplicationStatus{
 			ReconciledAt: &then,
 			Health:       argov1alpha1.AppHealthStatus{Status: health.HealthStatusHealthy},
@@ -56,8 +60,12 @@ func TestApplicationChanged(t *testing.T) {
 		}, want: true},
 		"with reconciledAt too": {change: func(a *argov1alpha1.Application) {
 			a.Status.ReconciledAt = &later
-			a.Labels = map[string]string{"x": "y"}
+			a.Labels[fleetv1alpha1.LabelCluster] = "prod-b"
 		}, want: true},
+		// The cache keeps only the labels FleetVM sets (argoapp.Trim).
+		"owner label changed": {change: func(a *argov1alpha1.Application) { a.Labels[fleetv1alpha1.LabelFleetVMName] = "other" }, want: true},
+		"mark removed":        {change: func(a *argov1alpha1.Application) { delete(a.Labels, fleetv1alpha1.LabelPartOf) }, want: true},
+		"another label added": {change: func(a *argov1alpha1.Application) { a.Labels["team"] = "a" }, want: false},
 	}
 	cached := func(t *testing.T, app *argov1alpha1.Application) *argoapp.Application {
 		t.Helper()

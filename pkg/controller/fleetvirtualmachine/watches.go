@@ -305,7 +305,19 @@ func sameButReconciledAt(a, b *argoapp.Application) bool {
 	ma.ResourceVersion, mb.ResourceVersion = "", ""
 	ma.Generation, mb.Generation = 0, 0
 	ma.ManagedFields, mb.ManagedFields = nil, nil
-	return equality.Semantic.DeepEqual(ma, mb) && a.Spec == b.Spec && equality.Semantic.DeepEqual(a.Status, b.Status)
+	return equality.Semantic.DeepEqual(ma, mb) && sameHeldLabels(a, b) && a.Spec == b.Spec && equality.Semantic.DeepEqual(a.Status, b.Status)
+}
+
+// sameHeldLabels says whether two copies of an Application hold the same
+// values of the labels the hub reads; a cached copy holds them outside
+// its metadata (argoapp.Trim).
+func sameHeldLabels(a, b *argoapp.Application) bool {
+	for _, key := range argoapp.HeldLabels {
+		if a.Label(key) != b.Label(key) {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterChanged passes ManagedCluster updates that change what the status

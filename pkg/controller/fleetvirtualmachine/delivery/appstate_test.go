@@ -80,8 +80,12 @@ func TestStateOfCachedApplication(t *testing.T) {
 	}
 	wantMeta := *full.ObjectMeta.DeepCopy()
 	wantMeta.ManagedFields = nil
+	wantMeta.Labels = nil // held outside the metadata (argoapp.HoldLabels)
 	if diff := cmp.Diff(wantMeta, app.ObjectMeta); diff != "" {
 		t.Errorf("metadata (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(full.Labels, app.GetLabels()); diff != "" {
+		t.Errorf("labels (-want,+got):\n%s", diff)
 	}
 	if app.Spec.Project != "fleetvm-vms" {
 		t.Errorf("project %q, want fleetvm-vms", app.Spec.Project)

@@ -22,8 +22,15 @@ func OwnerLabels(fvm *fleetv1alpha1.FleetVirtualMachine) map[string]string {
 
 // OwnerKey reads the FleetVirtualMachine an object belongs to.
 func OwnerKey(obj client.Object) (types.NamespacedName, bool) {
-	l := obj.GetLabels()
-	name, ns := l[fleetv1alpha1.LabelFleetVMName], l[fleetv1alpha1.LabelFleetVMNamespace]
+	var name, ns string
+	if held, ok := obj.(interface{ Label(string) string }); ok {
+		// A cached Application holds its labels without a map
+		// (argoapp.Trim): read them without making one.
+		name, ns = held.Label(fleetv1alpha1.LabelFleetVMName), held.Label(fleetv1alpha1.LabelFleetVMNamespace)
+	} else {
+		l := obj.GetLabels()
+		name, ns = l[fleetv1alpha1.LabelFleetVMName], l[fleetv1alpha1.LabelFleetVMNamespace]
+	}
 	if name == "" || ns == "" {
 		return types.NamespacedName{}, false
 	}
