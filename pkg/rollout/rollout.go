@@ -45,9 +45,9 @@ const (
 	RolledBack Phase = "RolledBack"
 )
 
-// NoCluster is the message of a rollout Progressing over no cluster: the
+// noCluster is the message of a rollout Progressing over no cluster: the
 // VM is delivered nowhere yet, so no cluster runs the revision.
-const NoCluster = "no cluster is decided yet: each copy starts on the revision as its cluster is decided"
+const noCluster = "no cluster is decided yet: each copy starts on the revision as its cluster is decided"
 
 // State is where one cluster stands in the rollout.
 type State string
@@ -266,7 +266,7 @@ func Decide(in Input) Plan {
 	case len(plan.Clusters) == 0:
 		// Nothing runs the revision yet: a rollout over no cluster has
 		// not succeeded (the placement has decided none so far).
-		plan.Message = NoCluster
+		plan.Message = noCluster
 	case allDone(plan.Clusters):
 		plan.Phase, plan.Message = Succeeded, ""
 	}

@@ -229,8 +229,14 @@ func TestDecide(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, summarize(Decide(tc.in))); diff != "" {
+			plan := Decide(tc.in)
+			if diff := cmp.Diff(tc.want, summarize(plan)); diff != "" {
 				t.Errorf("Decide (-want,+got):\n%s", diff)
+			}
+			// A rollout over no cluster says why it is not done; one over
+			// clusters never says there are none.
+			if none := len(tc.in.Clusters) == 0; (plan.Message == noCluster) != (none && plan.Phase == Progressing) {
+				t.Errorf("Decide message %q over %d clusters, phase %s", plan.Message, len(tc.in.Clusters), plan.Phase)
 			}
 		})
 	}
