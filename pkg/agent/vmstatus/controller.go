@@ -38,6 +38,11 @@ type Reconciler struct {
 	Hub client.Client
 	// Namespace is the cluster namespace on the hub (the cluster's name).
 	Namespace string
+
+	// expect holds the reports this agent just wrote until the hub cache
+	// shows them: a reconcile that compared against the older copy would
+	// send the same report again.
+	expect write.Expectations
 }
 
 // Reconcile rebuilds the report of one FleetVirtualMachine (its VMs in its
@@ -86,11 +91,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("get VMReport %s: %w", key, err)
 	}
 	exists := err == nil
+	seen := client.Object(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
+	if exists {
+		seen = report
+	}
+	if !r.expect.Satisfied(seen) {
+		// The hub cache has not caught up with this agent's last write of
+		// the report; the watch event of that write brings the next
+		// reconcile (the requeue is a backstop).
+		return reconcile.Result{RequeueAfter: write.ExpectationTimeout}, nil
+	}
 	if len(states) == 0 {
 		if exists {
 			if err := r.Hub.Delete(ctx, report); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("delete VMReport %s: %w", key, err)
 			}
+			r.expect.Forget(key)
 		}
 		return reconcile.Result{}, nil
 	}
@@ -101,8 +117,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !exists {
 		report = nil
 	}
-	if _, err := write.Ensure(ctx, r.Hub, want, report); err != nil {
+	switch out, err := write.Ensure(ctx, r.Hub, want, report); {
+	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("write VMReport %s: %w", key, err)
+	case out == write.Created:
+		r.expect.Wrote(want)
+	case out == write.Updated:
+		r.expect.Wrote(report)
 	}
 	return reconcile.Result{}, nil
 }

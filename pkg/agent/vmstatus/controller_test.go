@@ -3,8 +3,10 @@ package vmstatus
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +20,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	agentcapacity "github.com/fleetvm/fleetvm/pkg/agent/capacity"
+	"github.com/fleetvm/fleetvm/pkg/write"
 	"github.com/fleetvm/fleetvm/test/agenttest"
 )
 
@@ -109,6 +112,102 @@ func TestReconcileReportsHoldAndDataVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	step(4, "move-uid.Verifying", fleetv1alpha1.DataVolumesFailed)
+}
+
+// TestReconcileWaitsForItsOwnWrite: a hub cache that has not yet seen the
+// agent's last write of a report (it lags behind the API server) makes the
+// agent wait for it, not send the same report again; once the cache shows
+// the write, or the wait times out, the report is compared as usual.
+func TestReconcileWaitsForItsOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	vm := agenttest.VM("team", "web", agenttest.FleetVM("team", "web"), agenttest.RunStrategy(kubevirtv1.RunStrategyHalted))
+	vm.Annotations = map[string]string{fleetv1alpha1.AnnotationHold: "move-uid.Copying"}
+	spoke := spokeWithoutMultus(t, vm)
+	key := client.ObjectKey{Namespace: "east", Name: "team.web"}
+	// cached is the report as the lagging cache holds it; nil: not there.
+	var cached *fleetv1alpha1.VMReport
+	lagging := false
+	server := fake.NewClientBuilder().WithScheme(agenttest.Scheme()).Build()
+	hub := fake.NewClientBuilder().WithScheme(agenttest.Scheme()).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, _ client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if lagging && k == key {
+				if cached == nil {
+					return apierrors.NewNotFound(fleetv1alpha1.GroupVersion.WithResource("vmreports").GroupResource(), k.Name)
+				}
+				cached.DeepCopyInto(obj.(*fleetv1alpha1.VMReport))
+				return nil
+			}
+			return server.Get(ctx, k, obj, opts...)
+		},
+		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return server.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, _ client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			return server.Patch(ctx, obj, p, opts...)
+		},
+	}).Build()
+	writes := 0
+	now := time.Unix(1_800_000_000, 0)
+	r := &Reconciler{Spoke: spoke, Hub: agenttest.CountWrites(hub, func(agenttest.Write) { writes++ }), Namespace: "east"}
+	r.expect.Now = func() time.Time { return now }
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: "web"}}
+	reconcileAndCount := func(wantWrites int, wantWait bool) {
+		t.Helper()
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if writes != wantWrites || (res.RequeueAfter > 0) != wantWait {
+			t.Errorf("writes %d, requeue after %v; want %d writes, waiting %v", writes, res.RequeueAfter, wantWrites, wantWait)
+		}
+	}
+	serverCopy := func() *fleetv1alpha1.VMReport {
+		t.Helper()
+		got := &fleetv1alpha1.VMReport{}
+		if err := server.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	setHold := func(hold string) {
+		t.Helper()
+		if err := spoke.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			t.Fatal(err)
+		}
+		vm.Annotations[fleetv1alpha1.AnnotationHold] = hold
+		if err := spoke.Update(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Created; the cache has not seen it: no second create.
+	lagging = true
+	reconcileAndCount(1, false)
+	reconcileAndCount(1, true)
+	// The cache shows the report: nothing to write, nothing to wait for.
+	cached = serverCopy()
+	reconcileAndCount(1, false)
+
+	// The VM changes: the report is patched. The cache still holds the
+	// copy before the patch: no second patch.
+	setHold("move-uid.Verifying")
+	reconcileAndCount(2, false)
+	reconcileAndCount(2, true)
+	cached = serverCopy()
+	reconcileAndCount(2, false)
+
+	// The cache never shows the write (a relist skipped it): past the
+	// timeout the copy it holds is compared as it is.
+	before := cached
+	setHold("move-uid.Done")
+	reconcileAndCount(3, false)
+	cached = before
+	reconcileAndCount(3, true)
+	now = now.Add(write.ExpectationTimeout)
+	reconcileAndCount(4, false)
+	if got := serverCopy().Spec.VMs[0].Hold; got != "move-uid.Done" {
+		t.Errorf("hold = %q, want move-uid.Done", got)
+	}
 }
 
 // TestReconcileFailsOnUnreadableDataVolume: a DataVolume the cache cannot
