@@ -1,13 +1,16 @@
 package hub
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // TestCachedFleetVMListsAtTheirLength: a FleetVirtualMachine the cache
@@ -59,5 +62,42 @@ func TestCachedFleetVMListsAtTheirLength(t *testing.T) {
 		if lc[0] != lc[1] {
 			t.Errorf("status %s: %d elements in an array of %d", name, lc[0], lc[1])
 		}
+	}
+}
+
+// TestCacheDropsWhatTheHubNeverReads: kubectl's last-applied configuration
+// of a FleetVirtualMachine and a VMReport's annotations (the agent's digest
+// of what it wrote) are not cached; every other annotation of a
+// FleetVirtualMachine is (the rollout's pause and abort are read).
+func TestCacheDropsWhatTheHubNeverReads(t *testing.T) {
+	fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm-1", Namespace: "bench"}}
+	applied, err := json.Marshal(fvm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ in, want map[string]string }{
+		"applied with kubectl": {
+			in:   map[string]string{corev1.LastAppliedConfigAnnotation: string(applied), fleetv1alpha1.AnnotationRolloutPaused: "true"},
+			want: map[string]string{fleetv1alpha1.AnnotationRolloutPaused: "true"},
+		},
+		"only the applied configuration": {in: map[string]string{corev1.LastAppliedConfigAnnotation: string(applied)}},
+		"not applied with kubectl": {
+			in:   map[string]string{fleetv1alpha1.AnnotationRolloutPaused: "true"},
+			want: map[string]string{fleetv1alpha1.AnnotationRolloutPaused: "true"},
+		},
+		"no annotation": {},
+	} {
+		in := fvm.DeepCopy()
+		in.Annotations = tc.in
+		got := cached(t, decoded(t, in)).(*fleetv1alpha1.FleetVirtualMachine)
+		if !reflect.DeepEqual(got.Annotations, tc.want) {
+			t.Errorf("%s: cached annotations %v, want %v", name, got.Annotations, tc.want)
+		}
+	}
+
+	r := report()
+	r.Annotations = map[string]string{write.HashAnnotation: "d163d856123db929"}
+	if got := cached(t, decoded(t, r)).(*fleetv1alpha1.VMReport); got.Annotations != nil || got.Labels != nil {
+		t.Errorf("cached VMReport: annotations %v, labels %v, want none", got.Annotations, got.Labels)
 	}
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -571,6 +572,14 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	publishScores(t, "prod-a", map[string]int32{s.Name(): 10})
 	publishScores(t, "prod-b", map[string]int32{s.Name(): 10})
 	fvm := utiltesting.MakeFleetVM("noop", "cache").VM(1, "3Gi").VMRunning().DeletionPolicy(fleetv1alpha1.DeletionPolicyDelete).Obj()
+	// Applied as kubectl apply does: the hub's cache drops the applied
+	// configuration, and its writes (the finalizer, the status) must not.
+	applied, err := json.Marshal(fvm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fvm.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: string(applied), "example.com/owner": "team-a"}
+	wantAnnotations := maps.Clone(fvm.Annotations)
 	createFVM(t, fvm)
 	key := client.ObjectKeyFromObject(fvm)
 	waitFor(t, key, "placed", func(f *fleetv1alpha1.FleetVirtualMachine) bool { return len(decided(f)) == 2 })
@@ -674,6 +683,16 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	now := &fleetv1alpha1.FleetVirtualMachine{}
 	if err := reader.Get(ctx, key, now); err != nil {
 		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "team-a"}, now.Annotations); diff != "" {
+		t.Errorf("cached FleetVirtualMachine's annotations (-want,+got):\n%s", diff)
+	}
+	stored := &fleetv1alpha1.FleetVirtualMachine{}
+	if err := fleet.Hub.Client.Get(ctx, key, stored); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantAnnotations, stored.Annotations); diff != "" || !slices.Contains(stored.Finalizers, fleetv1alpha1.FleetVirtualMachineFinalizer) {
+		t.Errorf("stored FleetVirtualMachine: finalizers %v, annotations (-want,+got):\n%s", stored.Finalizers, diff)
 	}
 	vm, _ := vmclaim.Key(now)
 	indexedOnce(t, reader, &argoapp.ApplicationList{}, fleetvirtualmachine.IndexOwner, key.String(), argoNS, false)
