@@ -81,6 +81,7 @@ func run() int {
 	flag.IntVar(&cfg.HubBurst, "hub-burst", 400, "fleetvm-hub --kube-api-burst.")
 	flag.IntVar(&cfg.HubWorkers, "hub-workers", 8, "fleetvm-hub --workers.")
 	hubMemory := flag.String("hub-memory-limit", "512Mi", "Container memory limit the hub runs as if under (the chart's): it gets the Go soft limit it would set itself there. 0: none.")
+	flag.BoolVar(&cfg.CacheConsistencyCheck, "apiserver-consistency-check", false, "Keep the hub API server's periodic check of its watch cache against etcd (DetectCacheInconsistency, on by default in Kubernetes 1.34): every 5 minutes it lists each resource whole, at moments the runs do not choose.")
 	flag.BoolVar(&cfg.DisableWebhooks, "disable-webhooks", false, "Run fleetvm-hub with --disable-webhooks, as rounds before the finalizer webhook did: no admission, and the controller writes each FleetVM's finalizer.")
 	flag.DurationVar(&cfg.GracePeriod, "grace-period", 30*time.Second, "fleetvm-hub --removal-grace-period: the decision change's VMs move after it.")
 	flag.DurationVar(&cfg.Rest, "rest", 5*time.Minute, "How long the at-rest scenario idles.")

@@ -55,6 +55,10 @@ type Options struct {
 	// calls webhooks served by the test process.
 	HubWebhook *envtest.WebhookInstallOptions
 
+	// HubAPIServerFlags are set on the hub's kube-apiserver command line
+	// (the flag's name without dashes, its value).
+	HubAPIServerFlags map[string]string
+
 	// Scheme is used for the clients; DefaultScheme when nil.
 	Scheme *runtime.Scheme
 }
@@ -141,6 +145,9 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	}
 	if opts.HubWebhook != nil {
 		hubEnv.WebhookInstallOptions = *opts.HubWebhook
+	}
+	for name, value := range opts.HubAPIServerFlags {
+		hubEnv.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	f.Hub = &Cluster{Name: "hub", env: hubEnv}
 	for _, name := range opts.Spokes {

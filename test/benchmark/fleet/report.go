@@ -54,6 +54,9 @@ type Settings struct {
 	// Webhooks: the hub served its admission webhooks, and the hub API
 	// server called them (false: --disable-webhooks).
 	Webhooks bool `json:"webhooks"`
+	// CacheConsistencyCheck: the hub API server checked its watch cache
+	// against etcd every 5 minutes (false: DetectCacheInconsistency off).
+	CacheConsistencyCheck bool `json:"cacheConsistencyCheck"`
 }
 
 func (r *Report) add(scenario string, value float64, unit string) {
