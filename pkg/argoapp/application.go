@@ -1,7 +1,17 @@
-// Package argoapp is the hub's view of an Argo CD Application: the fields
-// fleetvm-hub reads of one, decoded straight from the API server's JSON,
-// under Argo CD's own group, version and kind (hub.Scheme registers it in
-// place of Argo CD's Application type).
+// Package argoapp is the hub's view of Argo CD's kinds, under Argo CD's
+// own group, version and kinds (hub.Scheme registers them in place of
+// Argo CD's types): of an Application the fields fleetvm-hub reads,
+// decoded straight from the API server's JSON; of an ApplicationSet the
+// fields FleetVM generates (ApplicationSet).
+//
+// fleetvm-hub does not link Argo CD's module. Argo CD's API package
+// imports its git, Helm, OCI, RBAC and cloud clients: some 650 packages
+// beyond the hub's own, whose code and package variables a process
+// holds from its start. A program importing every package fleetvm-hub
+// imports held 72 MiB of RSS after start with Argo CD's API package and
+// 41 MiB without it (a binary of 110 MB against 75 MB, 2026-11-29).
+// Tests compare these types with Argo CD's (argoapptest, the delivery
+// package's tests).
 //
 // The hub holds three or more Applications per FleetVirtualMachine in its
 // cache. Argo CD's Application type is 992 bytes of struct before any of
@@ -22,13 +32,9 @@
 package argoapp
 
 import (
-	"encoding/json"
-
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	"github.com/argoproj/gitops-engine/pkg/health"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 )
@@ -138,29 +144,29 @@ type Spec struct {
 // Status is Argo CD's sync and health status of the Application, its
 // conditions, and its sync operation's state.
 type Status struct {
-	Sync           SyncStatus                          `json:"sync,omitempty"`
-	Health         HealthStatus                        `json:"health,omitempty"`
-	Conditions     []argov1alpha1.ApplicationCondition `json:"conditions,omitempty"`
-	OperationState *OperationState                     `json:"operationState,omitempty"`
+	Sync           SyncStatus             `json:"sync,omitempty"`
+	Health         HealthStatus           `json:"health,omitempty"`
+	Conditions     []ApplicationCondition `json:"conditions,omitempty"`
+	OperationState *OperationState        `json:"operationState,omitempty"`
 }
 
 // SyncStatus is whether the live state matches the target state.
 type SyncStatus struct {
-	Status argov1alpha1.SyncStatusCode `json:"status,omitempty"`
+	Status SyncStatusCode `json:"status,omitempty"`
 }
 
 // HealthStatus is the Application's health.
 type HealthStatus struct {
-	Status health.HealthStatusCode `json:"status,omitempty"`
+	Status HealthStatusCode `json:"status,omitempty"`
 }
 
 // OperationState is the phase and message of the Application's current or
 // last sync, how often Argo CD retried it, and the resources it synced.
 type OperationState struct {
-	Phase      synccommon.OperationPhase `json:"phase"`
-	Message    string                    `json:"message,omitempty"`
-	RetryCount int64                     `json:"retryCount,omitempty"`
-	SyncResult *SyncResult               `json:"syncResult,omitempty"`
+	Phase      OperationPhase `json:"phase"`
+	Message    string         `json:"message,omitempty"`
+	RetryCount int64          `json:"retryCount,omitempty"`
+	SyncResult *SyncResult    `json:"syncResult,omitempty"`
 }
 
 // SyncResult is what the sync did to each resource. The cache keeps only
@@ -171,13 +177,13 @@ type SyncResult struct {
 
 // ResourceResult is what the sync did to one resource.
 type ResourceResult struct {
-	Status  synccommon.ResultCode `json:"status,omitempty"`
-	Message string                `json:"message,omitempty"`
+	Status  ResultCode `json:"status,omitempty"`
+	Message string     `json:"message,omitempty"`
 }
 
 // Failed says whether the sync failed this resource, with a message.
 func (r ResourceResult) Failed() bool {
-	return r.Status == synccommon.ResultCodeSyncFailed && r.Message != ""
+	return r.Status == ResultCodeSyncFailed && r.Message != ""
 }
 
 // ApplicationList is a list of Applications.
@@ -217,35 +223,21 @@ func Trim(obj any) (any, error) {
 	return app, nil
 }
 
-// AddToScheme registers Argo CD's kinds under their group and version as
-// Argo CD's AddToScheme does, with this package's Application and
-// ApplicationList in place of Argo CD's: a client of such a scheme reads
-// and writes Applications as this type, and ApplicationSets and
-// AppProjects as Argo CD's.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(argov1alpha1.SchemeGroupVersion,
-		&Application{}, &ApplicationList{},
-		&argov1alpha1.ApplicationSet{}, &argov1alpha1.ApplicationSetList{},
-		&argov1alpha1.AppProject{}, &argov1alpha1.AppProjectList{},
-	)
-	metav1.AddToGroupVersion(s, argov1alpha1.SchemeGroupVersion)
-	return nil
-}
+// GroupVersion is Argo CD's API group and version.
+var GroupVersion = schema.GroupVersion{Group: "argoproj.io", Version: "v1alpha1"}
 
-// FromArgo is app as the hub's cache holds it: Argo CD's Application
-// encoded as the API server sends it and decoded as this type, then
-// trimmed (Trim).
-func FromArgo(app *argov1alpha1.Application) (*Application, error) {
-	raw, err := json.Marshal(app)
-	if err != nil {
-		return nil, err
-	}
-	out := &Application{}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return nil, err
-	}
-	if _, err := Trim(out); err != nil {
-		return nil, err
-	}
-	return out, nil
+// AddToScheme registers this package's Application and ApplicationSet
+// (and their lists) under Argo CD's group, version and kinds: a client of
+// such a scheme reads and writes them as these types. AppProjects are
+// read and written unstructured (tenancy.NewAppProject): the hub holds one
+// per namespace, and a write of the one FleetVM makes replaces the whole
+// spec Argo CD defines, not only the fields a type of the hub's would
+// know.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&Application{}, &ApplicationList{},
+		&ApplicationSet{}, &ApplicationSetList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

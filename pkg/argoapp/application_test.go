@@ -1,4 +1,4 @@
-package argoapp
+package argoapp_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/pkg/argoapp/argoapptest"
 )
 
 // TestTrimHoldsLabels: a cached Application keeps the labels FleetVM sets,
@@ -25,7 +27,7 @@ func TestTrimHoldsLabels(t *testing.T) {
 	}
 	labels := maps.Clone(owner)
 	labels["team"] = "a"
-	app, err := FromArgo(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", Labels: labels}})
+	app, err := argoapptest.FromArgo(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "argocd", Labels: labels}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +89,14 @@ func TestTrimHoldsLabels(t *testing.T) {
 // TestLabelsOfADecodedApplication: an Application not trimmed (read from
 // the API server, not the cache) reads its labels from its map.
 func TestLabelsOfADecodedApplication(t *testing.T) {
-	app := &Application{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleetv1alpha1.LabelCluster: "prod-a", "team": "a"}}}
+	app := &argoapp.Application{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleetv1alpha1.LabelCluster: "prod-a", "team": "a"}}}
 	if got := app.Label(fleetv1alpha1.LabelCluster); got != "prod-a" {
 		t.Errorf("Label(cluster) = %q, want prod-a", got)
 	}
 	if got := app.GetLabels(); len(got) != 2 {
 		t.Errorf("GetLabels() = %v, want both labels", got)
 	}
-	if got := (&Application{}).GetLabels(); got != nil {
+	if got := (&argoapp.Application{}).GetLabels(); got != nil {
 		t.Errorf("no labels: GetLabels() = %v, want nil", got)
 	}
 }

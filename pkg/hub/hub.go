@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,25 +35,24 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/controller/movettl"
 	"github.com/fleetvm/fleetvm/pkg/controller/shapes"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 )
 
-// Scheme returns the types fleetvm-hub reads and writes. Argo CD
-// Applications are the hub's view of one (argoapp.Application), under
-// Argo CD's group, version and kind: the hub caches three or more per
-// FleetVirtualMachine, and Argo CD's type is three times the size of the
-// fields it reads. APIScheme has Argo CD's own type instead.
+// Scheme returns the types fleetvm-hub reads and writes. Argo CD's kinds
+// are the hub's view of them (package argoapp), under Argo CD's group,
+// version and kinds: the hub caches three or more Applications per
+// FleetVirtualMachine, Argo CD's Application type is three times the size
+// of the fields it reads, and Argo CD's API package links its git, Helm,
+// OCI, RBAC and cloud clients into any program that imports it.
 func Scheme() *runtime.Scheme {
-	return scheme(argoapp.AddToScheme)
+	return SchemeWith(argoapp.AddToScheme)
 }
 
-// APIScheme returns the kinds of Scheme as their projects define them,
-// Argo CD's Application whole: for the clients that write them as Argo CD
-// or a person does (the test fleets, the simulators).
-func APIScheme() *runtime.Scheme {
-	return scheme(argov1alpha1.AddToScheme)
-}
-
-func scheme(addArgo func(*runtime.Scheme) error) *runtime.Scheme {
+// SchemeWith returns the kinds of Scheme with Argo CD's kinds as addArgo
+// registers them: argoapp.AddToScheme for fleetvm-hub, Argo CD's own for
+// the clients of tests that write them as Argo CD or a person does (a
+// scheme holds one Go type per kind).
+func SchemeWith(addArgo func(*runtime.Scheme) error) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
@@ -114,13 +112,13 @@ func CacheOptions(cfg *rest.Config, argoNamespace string) cache.Options {
 			&clusterv1beta1.PlacementDecision{}: argo,
 			// Not its spec, only the spec's digest and the clusters it
 			// delivers to (delivery.TrimApplicationSet).
-			&argov1alpha1.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplicationSet)},
+			&argoapp.ApplicationSet{}: {Namespaces: argo.Namespaces, Transform: then(delivery.TrimApplicationSet)},
 			// What the hub reads of an Application (argoapp), of its
 			// sync's resources only those that failed (a ByObject
 			// transform replaces the default one).
-			&argoapp.Application{}:     {Namespaces: argo.Namespaces, Transform: then(argoapp.Trim)},
-			&argov1alpha1.AppProject{}: argo,
-			gitOpsCluster:              argo,
+			&argoapp.Application{}:  {Namespaces: argo.Namespaces, Transform: then(argoapp.Trim)},
+			tenancy.NewAppProject(): argo,
+			gitOpsCluster:           argo,
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
 				cache.AllNamespaces: {LabelSelector: labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelPartOf: fleetv1alpha1.PartOfValue})},
 				argoNamespace: {
@@ -163,8 +161,8 @@ func CacheTransform(obj client.Object) toolscache.TransformFunc {
 	return opts.DefaultTransform
 }
 
-// ClientOptions makes reads of unstructured objects (GitOpsClusters) go
-// through the cache too.
+// ClientOptions makes reads of unstructured objects (GitOpsClusters,
+// AppProjects) go through the cache too.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 }

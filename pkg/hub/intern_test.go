@@ -121,7 +121,7 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 	appMeta := *app.ObjectMeta.DeepCopy()
 	appMeta.Labels = nil // held outside the metadata (argoapp.HoldLabels)
 	if !reflect.DeepEqual(aa.ObjectMeta, appMeta) || !reflect.DeepEqual(aa.GetLabels(), app.Labels) ||
-		aa.Spec.Project != app.Spec.Project || aa.Status.Sync.Status != app.Status.Sync.Status {
+		aa.Spec.Project != app.Spec.Project || string(aa.Status.Sync.Status) != string(app.Status.Sync.Status) {
 		t.Errorf("cached Application changed: %+v", aa)
 	}
 	for name, pair := range map[string][2]string{

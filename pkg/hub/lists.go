@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +23,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // itemwiseKinds are the kinds whose informers list item by item
@@ -35,7 +35,7 @@ import (
 // replaces the template by its digest, which a second pass would take of
 // the empty template.
 var itemwiseKinds = map[schema.GroupVersionKind]string{
-	argov1alpha1.SchemeGroupVersion.WithKind("Application"):    "applications",
+	argoapp.GroupVersion.WithKind("Application"):               "applications",
 	fleetv1alpha1.GroupVersion.WithKind("VMReport"):            "vmreports",
 	fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine"): "fleetvirtualmachines",
 }

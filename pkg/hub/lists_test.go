@@ -19,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/pkg/argoapp/argoapptest"
 )
 
 func application(name string) *argov1alpha1.Application {
@@ -58,7 +59,7 @@ func application(name string) *argov1alpha1.Application {
 // decodedApplication is app as the hub's cache decodes it (argoapp).
 func decodedApplication(t *testing.T, app *argov1alpha1.Application) *argoapp.Application {
 	t.Helper()
-	out, err := argoapp.FromArgo(app)
+	out, err := argoapptest.FromArgo(app)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // WarningHandler logs the API server's warnings as controller-runtime
@@ -25,7 +26,7 @@ type argoFinalizerNameFilter struct {
 }
 
 func (f argoFinalizerNameFilter) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, message string) {
-	if strings.Contains(message, `"`+argov1alpha1.ResourcesFinalizerName+`"`) && strings.Contains(message, "domain-qualified finalizer name") {
+	if strings.Contains(message, `"`+argoapp.ResourcesFinalizerName+`"`) && strings.Contains(message, "domain-qualified finalizer name") {
 		return
 	}
 	f.next.HandleWarningHeaderWithContext(ctx, code, agent, message)

@@ -26,8 +26,11 @@ import (
 	"fmt"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/dlclark/regexp2"
+	"github.com/gobwas/glob"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // LabelNamespace marks the AppProject FleetVM makes for a namespace.
@@ -51,36 +54,81 @@ func DefaultKinds() []metav1.GroupKind {
 	}
 }
 
+// AppProjectGVK is Argo CD's AppProject kind. The hub reads and writes
+// AppProjects unstructured (NewAppProject): it holds one per namespace,
+// and a write of the one FleetVM makes (Project) replaces every field of
+// the spec, not only those FleetVM sets, so nothing someone added to it
+// (a cluster-scoped whitelist, say) outlives FleetVM's next write.
+var AppProjectGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
+
+// NewAppProject is an empty AppProject to read into.
+func NewAppProject() *unstructured.Unstructured {
+	p := &unstructured.Unstructured{}
+	p.SetGroupVersionKind(AppProjectGVK)
+	return p
+}
+
 // Project builds the AppProject of a namespace: Applications under it may
 // deploy only into that namespace, on any cluster, only the kinds given,
 // and nothing cluster-scoped (not even the namespace itself: FleetVM
 // creates it on the clusters through OCM, see the controller). With sync
 // impersonation on, Argo CD syncs them as the namespace's ServiceAccount
 // on every cluster.
-func Project(argoNamespace, namespace string, kinds []metav1.GroupKind, labels map[string]string) *argov1alpha1.AppProject {
-	return &argov1alpha1.AppProject{
-		ObjectMeta: metav1.ObjectMeta{Name: ProjectName(namespace), Namespace: argoNamespace, Labels: labels},
-		Spec: argov1alpha1.AppProjectSpec{
-			Description:                fmt.Sprintf("FleetVM: the VMs of the FleetVirtualMachines of namespace %s, only into that namespace", namespace),
-			SourceRepos:                []string{"*"},
-			Destinations:               []argov1alpha1.ApplicationDestination{{Server: "*", Name: "*", Namespace: namespace}},
-			SourceNamespaces:           []string{namespace},
-			NamespaceResourceWhitelist: append([]metav1.GroupKind(nil), kinds...),
-			DestinationServiceAccounts: []argov1alpha1.ApplicationDestinationServiceAccount{{
-				Server: "*", Namespace: namespace, DefaultServiceAccount: namespace + ":" + ServiceAccountName,
-			}},
-		},
+func Project(argoNamespace, namespace string, kinds []metav1.GroupKind, labels map[string]string) *unstructured.Unstructured {
+	whitelist := make([]any, len(kinds))
+	for i, k := range kinds {
+		whitelist[i] = map[string]any{"group": k.Group, "kind": k.Kind}
 	}
+	p := NewAppProject()
+	p.SetName(ProjectName(namespace))
+	p.SetNamespace(argoNamespace)
+	p.SetLabels(labels)
+	p.Object["spec"] = map[string]any{
+		"description":                fmt.Sprintf("FleetVM: the VMs of the FleetVirtualMachines of namespace %s, only into that namespace", namespace),
+		"sourceRepos":                []any{"*"},
+		"destinations":               []any{map[string]any{"server": "*", "name": "*", "namespace": namespace}},
+		"sourceNamespaces":           []any{namespace},
+		"namespaceResourceWhitelist": whitelist,
+		"destinationServiceAccounts": []any{map[string]any{
+			"server": "*", "namespace": namespace, "defaultServiceAccount": namespace + ":" + ServiceAccountName,
+		}},
+	}
+	return p
+}
+
+// SourceNamespaces is an AppProject's spec.sourceNamespaces.
+func SourceNamespaces(p *unstructured.Unstructured) []string {
+	out, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "sourceNamespaces")
+	return out
 }
 
 // ServesNamespace tells whether a project serves a namespace: it lists
-// the namespace in spec.sourceNamespaces (with Argo CD's own matching,
-// globs and /regular expressions/ included).
-func ServesNamespace(p *argov1alpha1.AppProject, namespace string) bool {
+// the namespace in spec.sourceNamespaces, with Argo CD's own matching
+// (its AppProject.IsAppNamespacePermitted): an entry between slashes is a
+// regular expression (.NET syntax, as Argo CD compiles it), any other a
+// glob.
+func ServesNamespace(p *unstructured.Unstructured, namespace string) bool {
 	if namespace == "" {
 		return false
 	}
-	return p.IsAppNamespacePermitted(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}}, "")
+	for _, pattern := range SourceNamespaces(p) {
+		if len(pattern) >= 2 && strings.HasPrefix(pattern, "/") && strings.HasSuffix(pattern, "/") && matchRegexp(pattern[1:len(pattern)-1], namespace) {
+			return true
+		}
+		if g, err := glob.Compile(pattern); err == nil && g.Match(namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchRegexp(pattern, s string) bool {
+	re, err := regexp2.Compile(pattern, 0)
+	if err != nil {
+		return false
+	}
+	ok, err := re.MatchString(s)
+	return err == nil && ok
 }
 
 // ProjectFor is the project a FleetVirtualMachine's Applications run

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,12 +136,12 @@ func (v *FleetVirtualMachineValidator) checkProject(ctx context.Context, old, fv
 		return nil
 	}
 	path := field.NewPath("spec", "delivery", "project")
-	p := &argov1alpha1.AppProject{}
+	p := tenancy.NewAppProject()
 	key := types.NamespacedName{Namespace: v.ArgoNamespace, Name: name}
 	err := v.Reader.Get(ctx, key, p)
 	if v.LiveReader != nil && (apierrors.IsNotFound(err) || err == nil && !tenancy.ServesNamespace(p, fvm.Namespace)) {
 		// The cache may lag a project created or changed just before.
-		p = &argov1alpha1.AppProject{}
+		p = tenancy.NewAppProject()
 		err = v.LiveReader.Get(ctx, key, p)
 	}
 	var msg string

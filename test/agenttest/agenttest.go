@@ -5,6 +5,7 @@ package agenttest
 
 import (
 	"context"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"io"
 	"os"
 	"testing"
@@ -31,13 +32,20 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/hub"
 )
 
-// Scheme knows every type a test fleet holds: fleetvm-hub's types
-// (Kubernetes, FleetVM, OCM, Argo CD), plus the ones only tests and spokes
-// use: apiextensions, OCM addons, KubeVirt (with its exports) and CDI. It
-// is fleetenv's scheme too, defined here so that unit tests need no test
-// environment.
+// APIScheme has the kinds of fleetvm-hub's scheme with Argo CD's own
+// types for Argo CD's kinds (hub.Scheme has the hub's view of them,
+// package argoapp): for the tests and simulators that write them as Argo
+// CD or a person does.
+func APIScheme() *runtime.Scheme {
+	return hub.SchemeWith(argov1alpha1.AddToScheme)
+}
+
+// Scheme knows every type a test fleet holds: APIScheme's, plus the ones
+// only tests and spokes use: apiextensions, OCM addons, KubeVirt (with its
+// exports) and CDI. It is fleetenv's scheme too, defined here so that
+// unit tests need no test environment.
 func Scheme() *runtime.Scheme {
-	s := hub.APIScheme()
+	s := APIScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		apiextensionsv1.AddToScheme,
 		addonv1alpha1.Install,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -50,10 +49,10 @@ func (r *Reconciler) claimWinner(ctx context.Context, fvm *fleetv1alpha1.FleetVi
 func (r *Reconciler) reconcileConflict(ctx context.Context, fvm, before, winner *fleetv1alpha1.FleetVirtualMachine, now metav1.Time) (ctrl.Result, error) {
 	var errs []error
 	name := delivery.ChildName(client.ObjectKeyFromObject(fvm))
-	if obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name); err != nil {
+	if obj, err := r.getOwned(ctx, fvm, &argoapp.ApplicationSet{}, name); err != nil {
 		errs = append(errs, err)
 	} else if obj != nil {
-		appSet := obj.(*argov1alpha1.ApplicationSet)
+		appSet := obj.(*argoapp.ApplicationSet)
 		if appSet.DeletionTimestamp == nil {
 			if err := r.Client.Delete(ctx, appSet); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err))

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -25,6 +26,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/pkg/tenancy"
 	"github.com/fleetvm/fleetvm/test/utiltesting"
 )
 
@@ -38,6 +40,9 @@ func testScheme() *runtime.Scheme {
 	} {
 		utilruntime.Must(add(scheme))
 	}
+	// The hub reads and writes AppProjects unstructured.
+	scheme.AddKnownTypeWithName(tenancy.AppProjectGVK, &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(tenancy.AppProjectGVK.GroupVersion().WithKind("AppProjectList"), &unstructured.UnstructuredList{})
 	return scheme
 }
 

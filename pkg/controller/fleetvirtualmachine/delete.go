@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,19 +59,19 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, fvm *fleetv1alpha1.Fle
 		return ctrl.Result{}, err
 	}
 
-	obj, err := r.getOwned(ctx, fvm, &argov1alpha1.ApplicationSet{}, name)
+	obj, err := r.getOwned(ctx, fvm, &argoapp.ApplicationSet{}, name)
 	if err == nil && obj == nil {
 		// The cache may not show yet an ApplicationSet the reconcile
 		// before this deletion created: left behind, it would deliver the
 		// VM with no FleetVirtualMachine. Only the API server's word ends
 		// the deletion.
-		obj, err = r.getOwnedFrom(ctx, r.reader(), fvm, &argov1alpha1.ApplicationSet{}, name)
+		obj, err = r.getOwnedFrom(ctx, r.reader(), fvm, &argoapp.ApplicationSet{}, name)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if obj != nil {
-		appSet := obj.(*argov1alpha1.ApplicationSet)
+		appSet := obj.(*argoapp.ApplicationSet)
 		if appSet.DeletionTimestamp == nil {
 			if err := r.Client.Delete(ctx, appSet); err != nil && !apierrors.IsNotFound(err) {
 				return ctrl.Result{}, fmt.Errorf("delete ApplicationSet %s: %w", klog.KObj(appSet), err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,7 +38,7 @@ import (
 // finalizer its policy needs (Delete: on, Argo CD removes the VM; Orphan:
 // off, the VM stays), and one Argo CD reports invalid is left alone.
 func TestDeletionWritesEachApplicationTwice(t *testing.T) {
-	const resources = argov1alpha1.ResourcesFinalizerName
+	const resources = argoapp.ResourcesFinalizerName
 	for _, policy := range []fleetv1alpha1.DeletionPolicy{fleetv1alpha1.DeletionPolicyDelete, fleetv1alpha1.DeletionPolicyOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			ctx := t.Context()
@@ -56,7 +55,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				},
 			}
 			cfg := DefaultConfig()
-			appSet := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{
+			appSet := &argoapp.ApplicationSet{ObjectMeta: metav1.ObjectMeta{
 				Namespace: cfg.ArgoNamespace, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm)), UID: "appset-uid",
 				Labels: delivery.OwnerLabels(fvm), Finalizers: []string{delivery.ProtectionFinalizer},
 			}}
@@ -67,7 +66,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 					Namespace: cfg.ArgoNamespace, Name: appSet.Name + "." + cluster,
 					Labels: delivery.OwnerLabels(fvm),
 					OwnerReferences: []metav1.OwnerReference{{
-						APIVersion: argov1alpha1.SchemeGroupVersion.String(), Kind: "ApplicationSet",
+						APIVersion: argoapp.GroupVersion.String(), Kind: "ApplicationSet",
 						Name: appSet.Name, UID: appSet.UID, Controller: ptr.To(true),
 					}},
 				}}
@@ -76,7 +75,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 					app.Finalizers = []string{resources} // as a template may set it
 				}
 				if cluster == "prod-c" {
-					app.Status.Conditions = []argov1alpha1.ApplicationCondition{{Type: argov1alpha1.ApplicationConditionInvalidSpecError, Message: "cluster gone"}}
+					app.Status.Conditions = []argoapp.ApplicationCondition{{Type: argoapp.ApplicationConditionInvalidSpecError, Message: "cluster gone"}}
 				}
 				objs = append(objs, app)
 			}
@@ -95,7 +94,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				},
 				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 					switch obj.(type) {
-					case *argoapp.Application, *argov1alpha1.ApplicationSet:
+					case *argoapp.Application, *argoapp.ApplicationSet:
 						writes[obj.GetName()]++
 					}
 					return c.Patch(ctx, obj, patch, opts...)
@@ -109,7 +108,7 @@ func TestDeletionWritesEachApplicationTwice(t *testing.T) {
 				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 					app, ok := obj.(*argoapp.Application)
 					if !ok {
-						if _, ok := obj.(*argov1alpha1.ApplicationSet); ok {
+						if _, ok := obj.(*argoapp.ApplicationSet); ok {
 							writes[obj.GetName()]++
 						}
 						return c.Delete(ctx, obj, opts...)
@@ -225,7 +224,7 @@ func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
 		},
 	}
 	cfg := DefaultConfig()
-	appSet := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{
+	appSet := &argoapp.ApplicationSet{ObjectMeta: metav1.ObjectMeta{
 		Namespace: cfg.ArgoNamespace, Name: delivery.ChildName(client.ObjectKeyFromObject(fvm)), UID: "appset-uid",
 		Labels: delivery.OwnerLabels(fvm), Finalizers: []string{delivery.ProtectionFinalizer},
 	}}
@@ -237,8 +236,8 @@ func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
 	// The cache: everything but the new ApplicationSet.
 	cached := interceptor.NewClient(live, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*argov1alpha1.ApplicationSet); ok {
-				return apierrors.NewNotFound(argov1alpha1.SchemeGroupVersion.WithResource("applicationsets").GroupResource(), key.Name)
+			if _, ok := obj.(*argoapp.ApplicationSet); ok {
+				return apierrors.NewNotFound(argoapp.GroupVersion.WithResource("applicationsets").GroupResource(), key.Name)
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
@@ -253,7 +252,7 @@ func TestDeletionAsksTheAPIServerForTheApplicationSet(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(got, fleetv1alpha1.FleetVirtualMachineFinalizer) {
 		t.Error("the finalizer is off with the ApplicationSet still there")
 	}
-	left := &argov1alpha1.ApplicationSet{}
+	left := &argoapp.ApplicationSet{}
 	if err := live.Get(ctx, client.ObjectKeyFromObject(appSet), left); err == nil && left.DeletionTimestamp == nil {
 		t.Error("the ApplicationSet the API server has was not deleted")
 	}
@@ -268,10 +267,11 @@ func TestTenantCleanupDeletesEachWorkOnce(t *testing.T) {
 	ctx := t.Context()
 	cfg := DefaultConfig()
 	const ns = "vms"
-	project := &argov1alpha1.AppProject{ObjectMeta: metav1.ObjectMeta{
-		Namespace: cfg.ArgoNamespace, Name: tenancy.ProjectName(ns), UID: "project-uid",
-		Labels: map[string]string{tenancy.LabelNamespace: ns},
-	}}
+	project := tenancy.NewAppProject()
+	project.SetNamespace(cfg.ArgoNamespace)
+	project.SetName(tenancy.ProjectName(ns))
+	project.SetUID("project-uid")
+	project.SetLabels(map[string]string{tenancy.LabelNamespace: ns})
 	objs := []client.Object{project}
 	for _, cluster := range []string{"prod-a", "prod-b", "prod-c"} {
 		objs = append(objs, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,7 +105,7 @@ func (r *Reconciler) createIfMissing(ctx context.Context, obj client.Object) err
 // got is the ApplicationSet as read (nil: none); with no target and none
 // yet, nothing is created. It returns the ApplicationSet as the API server
 // holds it.
-func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argov1alpha1.ApplicationSet, project string, targets []delivery.Target) (*argov1alpha1.ApplicationSet, error) {
+func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, got *argoapp.ApplicationSet, project string, targets []delivery.Target) (*argoapp.ApplicationSet, error) {
 	if got == nil && len(targets) == 0 {
 		return nil, nil
 	}
@@ -145,7 +144,7 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 // of the rendered spec, the cached copy holds it; otherwise the spec
 // changed (FleetVM renders another, or someone edited it), and the
 // ApplicationSet is read whole from the API server. nil: it is gone.
-func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetSpec) (*argov1alpha1.ApplicationSet, error) {
+func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argoapp.ApplicationSet, want *argoapp.ApplicationSetSpec) (*argoapp.ApplicationSet, error) {
 	if full, ok := delivery.FullApplicationSet(got, want); ok {
 		return full, nil
 	}
@@ -153,7 +152,7 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 	if reader == nil {
 		reader = r.Client
 	}
-	live := &argov1alpha1.ApplicationSet{}
+	live := &argoapp.ApplicationSet{}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(got), live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -163,7 +162,7 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 	if live.UID != got.UID {
 		// Deleted and made again since the cache saw it: decide from the
 		// cache's copy of the new one.
-		return nil, apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applicationsets").GroupResource(), got.Name,
+		return nil, apierrors.NewConflict(argoapp.GroupVersion.WithResource("applicationsets").GroupResource(), got.Name,
 			fmt.Errorf("the cache holds an older ApplicationSet of that name"))
 	}
 	return live, nil
@@ -174,7 +173,7 @@ func (r *Reconciler) fullApplicationSet(ctx context.Context, got *argov1alpha1.A
 // garbage collector has nothing to delete. prepare, when not nil, changes
 // each Application in the same write (the deletion sets Argo CD's resources
 // finalizer as its policy says: one write per Application less).
-func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, prepare func(*argoapp.Application)) error {
+func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argoapp.ApplicationSet, prepare func(*argoapp.Application)) error {
 	apps, err := r.listApplications(ctx, fvm)
 	if err != nil {
 		return err
@@ -203,16 +202,16 @@ func (r *Reconciler) releaseApplicationSet(ctx context.Context, fvm *fleetv1alph
 // VM must stay.
 func setResourcesFinalizer(app *argoapp.Application, deleteVM bool) {
 	if deleteVM {
-		controllerutil.AddFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+		controllerutil.AddFinalizer(app, argoapp.ResourcesFinalizerName)
 	} else {
-		controllerutil.RemoveFinalizer(app, argov1alpha1.ResourcesFinalizerName)
+		controllerutil.RemoveFinalizer(app, argoapp.ResourcesFinalizerName)
 	}
 }
 
 // adoptApplications gives Applications left without an owner (their
 // ApplicationSet was deleted and recreated) back to the current one, so
 // Argo CD keeps managing them and nothing is recreated.
-func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argov1alpha1.ApplicationSet, apps []argoapp.Application) error {
+func (r *Reconciler) adoptApplications(ctx context.Context, appSet *argoapp.ApplicationSet, apps []argoapp.Application) error {
 	var errs []error
 	for i := range apps {
 		app := &apps[i]
@@ -246,7 +245,7 @@ func (r *Reconciler) removeApplication(ctx context.Context, app *argoapp.Applica
 	if deleteVM {
 		setFinalizer = write.AddFinalizer
 	}
-	if _, err := setFinalizer(ctx, r.Client, app, argov1alpha1.ResourcesFinalizerName); err != nil {
+	if _, err := setFinalizer(ctx, r.Client, app, argoapp.ResourcesFinalizerName); err != nil {
 		return fmt.Errorf("set finalizers of Application %s: %w", klog.KObj(app), err)
 	}
 	if err := r.Client.Delete(ctx, app, client.Preconditions{UID: &app.UID, ResourceVersion: &app.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +26,7 @@ import (
 // finalizer and leave a VM that must go, or with it and remove a VM that
 // must stay.
 func TestRemoveApplicationNamesTheVersionItWrote(t *testing.T) {
-	const resources = argov1alpha1.ResourcesFinalizerName
+	const resources = argoapp.ResourcesFinalizerName
 	type want struct {
 		Exists, Deleting bool
 		Finalizers       []string

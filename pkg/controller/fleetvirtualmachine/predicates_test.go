@@ -17,6 +17,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/pkg/argoapp/argoapptest"
 	"github.com/fleetvm/fleetvm/pkg/consolelink"
 )
 
@@ -69,7 +70,7 @@ func TestApplicationChanged(t *testing.T) {
 	}
 	cached := func(t *testing.T, app *argov1alpha1.Application) *argoapp.Application {
 		t.Helper()
-		out, err := argoapp.FromArgo(app)
+		out, err := argoapptest.FromArgo(app)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,8 +45,8 @@ type scope struct {
 	moveQualifying []string
 	// readDelivery
 	project   string
-	appSet    *argov1alpha1.ApplicationSet // as read; nil if none
-	deliverOK bool                         // project and ApplicationSet read: delivery may act
+	appSet    *argoapp.ApplicationSet // as read; nil if none
+	deliverOK bool                    // project and ApplicationSet read: delivery may act
 	// planRollout: the revision each cluster is given (spec.rollout set)
 	rollout *rolloutPlan
 
@@ -197,13 +196,13 @@ func (r *Reconciler) readDelivery(ctx context.Context, s *scope) {
 	s.project = project
 	s.in.Namespace, s.in.Project = s.fvm.Namespace, tenancy.ProjectFor(s.fvm.Namespace, s.fvm.Spec.Delivery.Project)
 	s.in.Impersonation = r.readImpersonation(ctx)
-	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argov1alpha1.ApplicationSet{}, delivery.ChildName(s.key()))
+	appSet, appSetErr := r.getOwned(ctx, s.fvm, &argoapp.ApplicationSet{}, delivery.ChildName(s.key()))
 	if appSetErr != nil {
 		s.in.DeliveryErr = appSetErr
 		s.fail(appSetErr)
 	}
 	if appSet != nil {
-		s.appSet = appSet.(*argov1alpha1.ApplicationSet)
+		s.appSet = appSet.(*argoapp.ApplicationSet)
 	}
 	s.deliverOK = projectErr == nil && appSetErr == nil
 	s.in.AppSetExists = appSet != nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 
@@ -18,7 +17,7 @@ import (
 // refreshIfMissing asks Argo CD to refresh the ApplicationSet when one of
 // the Applications it lists is missing for long enough, and returns when
 // to look again.
-func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argov1alpha1.ApplicationSet, apps map[string]*argoapp.Application) (time.Duration, error) {
+func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.FleetVirtualMachine, appSet *argoapp.ApplicationSet, apps map[string]*argoapp.Application) (time.Duration, error) {
 	now := r.Clock.Now()
 	since := now
 	if c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionDelivered); c != nil && c.Reason == fleetv1alpha1.ReasonApplicationsMissing {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +38,7 @@ func (r *Reconciler) deliveryProject(ctx context.Context, fvm *fleetv1alpha1.Fle
 	if name == tenancy.ProjectName(fvm.Namespace) {
 		return name, r.ensureTenantProject(ctx, fvm.Namespace)
 	}
-	p := &argov1alpha1.AppProject{}
+	p := tenancy.NewAppProject()
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: name}, p); {
 	case apierrors.IsNotFound(err):
 		return "", status.Forbidden("spec.delivery.project: AppProject %s does not exist in %s", name, r.Config.ArgoNamespace)
@@ -58,14 +57,14 @@ func (r *Reconciler) ensureTenantProject(ctx context.Context, namespace string) 
 	labels := delivery.ManagedLabels()
 	labels[tenancy.LabelNamespace] = namespace
 	want := tenancy.Project(r.Config.ArgoNamespace, namespace, r.Config.TenantKinds, labels)
-	got := &argov1alpha1.AppProject{}
+	got := tenancy.NewAppProject()
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got)
 	switch {
 	case apierrors.IsNotFound(err):
 		got = nil
 	case err != nil:
 		return fmt.Errorf("get AppProject %s: %w", klog.KObj(want), err)
-	case got.Labels[tenancy.LabelNamespace] != namespace:
+	case got.GetLabels()[tenancy.LabelNamespace] != namespace:
 		return status.Forbidden("AppProject %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), namespace)
 	}
 	if _, err := r.written.Ensure(ctx, r.Client, want, got); err != nil {
@@ -128,7 +127,7 @@ func (r *Reconciler) ensureNamespaces(ctx context.Context, fvm *fleetv1alpha1.Fl
 		case err != nil:
 			errs = append(errs, fmt.Errorf("get ManifestWork %s: %w", klog.KObj(want), err))
 			continue
-		case got.Labels[tenancy.LabelNamespace] != fvm.Namespace:
+		case got.GetLabels()[tenancy.LabelNamespace] != fvm.Namespace:
 			errs = append(errs, fmt.Errorf("ManifestWork %s exists and was not made by FleetVM for namespace %s: FleetVM leaves it alone", klog.KObj(got), fvm.Namespace))
 			continue
 		}
@@ -228,10 +227,10 @@ func (r *Reconciler) cleanupTenant(ctx context.Context, namespace string, self t
 		return true, nil
 	}
 	var errs []error
-	p := &argov1alpha1.AppProject{}
+	p := tenancy.NewAppProject()
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoNamespace, Name: project}, p)
 	switch {
-	case err == nil && p.Labels[tenancy.LabelNamespace] == namespace:
+	case err == nil && p.GetLabels()[tenancy.LabelNamespace] == namespace:
 		if err := r.deletions.Delete(ctx, r.Client, p); err != nil {
 			errs = append(errs, fmt.Errorf("delete AppProject %s: %w", klog.KObj(p), err))
 		}

@@ -32,6 +32,7 @@ import (
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
@@ -54,7 +55,7 @@ func clusterName(i int) string {
 func TestStatusOfFiveThousandClusters(t *testing.T) {
 	ctx := t.Context()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: hub.APIScheme()})
+	f, err := fleetenv.Start(ctx, fleetenv.Options{Scheme: agenttest.APIScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -619,7 +619,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	if !reader.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	direct, err := client.NewWithWatch(fleet.Hub.Config, client.Options{Scheme: hub.Scheme(), Cache: &client.CacheOptions{Reader: reader}})
+	direct, err := client.NewWithWatch(fleet.Hub.Config, client.Options{Scheme: hub.Scheme(), Cache: &client.CacheOptions{Reader: reader, Unstructured: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

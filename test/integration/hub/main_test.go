@@ -32,6 +32,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/delivery"
 	"github.com/fleetvm/fleetvm/pkg/hub"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/appsetsim"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
@@ -55,7 +56,7 @@ var (
 // stand-in's ApplicationSet renderer and cluster secrets.
 func TestMain(m *testing.M) {
 	os.Exit(fleetrun.Main(m, fleetrun.Suite{
-		Fleet:  fleetenv.Options{Scheme: hub.APIScheme()},
+		Fleet:  fleetenv.Options{Scheme: agenttest.APIScheme()},
 		Logger: zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)),
 		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
 			fleet = f

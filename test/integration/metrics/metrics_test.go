@@ -24,6 +24,7 @@ import (
 	"github.com/fleetvm/fleetvm/pkg/controller/drain"
 	"github.com/fleetvm/fleetvm/pkg/hub"
 	fleetmetrics "github.com/fleetvm/fleetvm/pkg/metrics"
+	"github.com/fleetvm/fleetvm/test/agenttest"
 	"github.com/fleetvm/fleetvm/test/fleetenv"
 	"github.com/fleetvm/fleetvm/test/fleetrun"
 )
@@ -37,7 +38,7 @@ var fleet *fleetenv.Fleet
 // holds.
 func TestMain(m *testing.M) {
 	os.Exit(fleetrun.Main(m, fleetrun.Suite{
-		Fleet: fleetenv.Options{NoPlacementController: true, Scheme: hub.APIScheme()},
+		Fleet: fleetenv.Options{NoPlacementController: true, Scheme: agenttest.APIScheme()},
 		Setup: func(ctx context.Context, f *fleetenv.Fleet) (func() error, error) {
 			fleet = f
 			mgr, err := ctrl.NewManager(f.Hub.Config, ctrl.Options{

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 	"github.com/fleetvm/fleetvm/pkg/vmclaim"
 )
@@ -187,7 +187,7 @@ type ChartSource struct {
 // generator carries them, so a cluster drops out of Argo CD's view only
 // when FleetVM removes it, never because a PlacementDecision changed, and
 // a change reaches Argo CD with the ApplicationSet's own update.
-func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project string, targets []Target) (*argov1alpha1.ApplicationSet, error) {
+func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project string, targets []Target) (*argoapp.ApplicationSet, error) {
 	key := client.ObjectKeyFromObject(fvm)
 	name := ChildName(key)
 	vm := vmclaim.Identity(fvm)
@@ -197,9 +197,9 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 	appLabels := OwnerLabels(fvm)
 	appLabels[fleetv1alpha1.LabelCluster] = "{{.name}}"
 
-	spec := argov1alpha1.ApplicationSpec{
+	spec := argoapp.ApplicationSpec{
 		Project:     project,
-		Destination: argov1alpha1.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
+		Destination: argoapp.ApplicationDestination{Name: "{{.name}}", Namespace: vm.Namespace},
 		SyncPolicy:  SyncPolicy(d),
 		// A git source's VM definition is not known here: every field
 		// KubeVirt may fill in is left out of the diff.
@@ -265,31 +265,31 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 			return nil, fmt.Errorf("decode spec.template: %w", err)
 		}
 		spec.IgnoreDifferences = KubevirtFilledFields(def)
-		spec.Source = &argov1alpha1.ApplicationSource{
+		spec.Source = &argoapp.ApplicationSource{
 			RepoURL:        r.Chart.RepoURL,
 			Path:           r.Chart.Path,
 			Chart:          r.Chart.Chart,
 			TargetRevision: r.Chart.TargetRevision,
-			Helm: &argov1alpha1.ApplicationSourceHelm{
+			Helm: &argoapp.ApplicationSourceHelm{
 				ReleaseName:  ReleaseName(vm.Name),
 				ValuesObject: &runtime.RawExtension{Raw: values},
-				Parameters:   []argov1alpha1.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
+				Parameters:   []argoapp.HelmParameter{{Name: "cluster", Value: "{{.name}}"}},
 			},
 		}
 		if held {
 			// Argo CD's parameters win over valuesObject.
-			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argov1alpha1.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy},
-				argov1alpha1.HelmParameter{Name: "hold", Value: holdParam, ForceString: true})
+			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters, argoapp.HelmParameter{Name: "vm.spec.runStrategy", Value: runStrategy},
+				argoapp.HelmParameter{Name: "hold", Value: holdParam, ForceString: true})
 		}
 		if revisions != nil {
 			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters,
-				argov1alpha1.HelmParameter{Name: "revision", Value: revisionParam, ForceString: true})
+				argoapp.HelmParameter{Name: "revision", Value: revisionParam, ForceString: true})
 		}
 		if importing {
 			// The fleetvm-vm chart replaces the VM's dataVolumeTemplates
 			// with these when set.
 			spec.Source.Helm.Parameters = append(spec.Source.Helm.Parameters,
-				argov1alpha1.HelmParameter{Name: "dataVolumeTemplates", Value: dataVolumesParam, ForceString: true})
+				argoapp.HelmParameter{Name: "dataVolumeTemplates", Value: dataVolumesParam, ForceString: true})
 		}
 	default:
 		spec.Source = r.gitSource(fvm, fvm.Spec.Source, runStrategy, held, revisions != nil, escapeTemplate)
@@ -302,20 +302,20 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 		}
 	}
 
-	appSet := &argov1alpha1.ApplicationSet{
+	appSet := &argoapp.ApplicationSet{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   r.ArgoNamespace,
 			Labels:      labels,
 			Annotations: map[string]string{PlacementAnnotation: name},
 		},
-		Spec: argov1alpha1.ApplicationSetSpec{
+		Spec: argoapp.ApplicationSetSpec{
 			GoTemplate:        true,
 			GoTemplateOptions: []string{"missingkey=error"},
 			TemplatePatch:     templatePatch,
-			Generators:        []argov1alpha1.ApplicationSetGenerator{{List: &argov1alpha1.ListGenerator{Elements: elements}}},
-			Template: argov1alpha1.ApplicationSetTemplate{
-				ApplicationSetTemplateMeta: argov1alpha1.ApplicationSetTemplateMeta{
+			Generators:        []argoapp.ApplicationSetGenerator{{List: &argoapp.ListGenerator{Elements: elements}}},
+			Template: argoapp.ApplicationSetTemplate{
+				ApplicationSetTemplateMeta: argoapp.ApplicationSetTemplateMeta{
 					// "<ApplicationSet>.<cluster>": cluster names hold no
 					// dot, so no two FleetVMs' Applications share a name.
 					Name:      name + ".{{.name}}",
@@ -325,11 +325,11 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 				Spec: spec,
 			},
 			IgnoreApplicationDifferences: applicationsLeftToFleetVM(),
-			SyncPolicy: &argov1alpha1.ApplicationSetSyncPolicy{
+			SyncPolicy: &argoapp.ApplicationSetSyncPolicy{
 				// Argo CD never deletes an Application on its own. FleetVM
 				// removes Applications deliberately, after the grace period
 				// or when the FleetVirtualMachine is deleted.
-				ApplicationsSync: ptr.To(argov1alpha1.ApplicationsSyncPolicyCreateUpdate),
+				ApplicationsSync: ptr.To(argoapp.ApplicationsSyncPolicyCreateUpdate),
 				// Applications never carry the resources finalizer from the
 				// template, so no accidental delete removes a VM. FleetVM adds
 				// the finalizer right before it deletes an Application whose
@@ -359,14 +359,14 @@ func (r Renderer) ApplicationSet(fvm *fleetv1alpha1.FleetVirtualMachine, project
 // the FleetVirtualMachine held by its finalizer for ever), or give a
 // released Application its owner reference back (the garbage collector
 // then deleted it along with the ApplicationSet, VM left).
-func applicationsLeftToFleetVM() argov1alpha1.ApplicationSetIgnoreDifferences {
-	return argov1alpha1.ApplicationSetIgnoreDifferences{{JSONPointers: []string{"/metadata/finalizers", "/metadata/ownerReferences"}}}
+func applicationsLeftToFleetVM() argoapp.ApplicationSetIgnoreDifferences {
+	return argoapp.ApplicationSetIgnoreDifferences{{JSONPointers: []string{"/metadata/finalizers", "/metadata/ownerReferences"}}}
 }
 
 // Targets are the clusters an ApplicationSet FleetVM wrote delivers
 // to: the names in its list generator (of the hub's cached copy, the
 // names the cache kept of them, TrimApplicationSet).
-func Targets(appSet *argov1alpha1.ApplicationSet) []string {
+func Targets(appSet *argoapp.ApplicationSet) []string {
 	if targets, ok := cachedTargets(appSet); ok {
 		return targets
 	}
@@ -403,8 +403,8 @@ func ReleaseName(vmName string) string {
 // with its cluster's revision (fleetv1alpha1.LabelRevision): through the
 // kustomize patch, or the Helm parameter fleetvm.revision, which the
 // chart sets as the label.
-func (r Renderer) gitSource(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argov1alpha1.ApplicationSource {
-	out := &argov1alpha1.ApplicationSource{
+func (r Renderer) gitSource(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argoapp.ApplicationSource {
+	out := &argoapp.ApplicationSource{
 		RepoURL:        src.RepoURL,
 		Path:           strings.ReplaceAll(esc(src.Path), esc(environmentPlaceholder), "{{.environment}}"),
 		TargetRevision: esc(src.TargetRevision),
@@ -414,20 +414,20 @@ func (r Renderer) gitSource(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1
 		return out
 	}
 	vm := vmclaim.Identity(fvm)
-	out.Helm = &argov1alpha1.ApplicationSourceHelm{
+	out.Helm = &argoapp.ApplicationSourceHelm{
 		ReleaseName: vm.Name,
 		ValueFiles:  mapStrings(src.Helm.ValueFiles, esc),
 		Values:      esc(src.Helm.Values),
-		Parameters: []argov1alpha1.HelmParameter{
+		Parameters: []argoapp.HelmParameter{
 			{Name: "fleetvm.cluster", Value: "{{.name}}"},
 			{Name: "fleetvm.runStrategy", Value: runStrategy},
 		},
 	}
 	if held {
-		out.Helm.Parameters = append(out.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.hold", Value: holdParam, ForceString: true})
+		out.Helm.Parameters = append(out.Helm.Parameters, argoapp.HelmParameter{Name: "fleetvm.hold", Value: holdParam, ForceString: true})
 	}
 	if revisions {
-		out.Helm.Parameters = append(out.Helm.Parameters, argov1alpha1.HelmParameter{Name: "fleetvm.revision", Value: revisionParam, ForceString: true})
+		out.Helm.Parameters = append(out.Helm.Parameters, argoapp.HelmParameter{Name: "fleetvm.revision", Value: revisionParam, ForceString: true})
 	}
 	return out
 }
@@ -452,7 +452,7 @@ func (r Renderer) gitRevisionsPatch(fvm *fleetv1alpha1.FleetVirtualMachine, runS
 		if err != nil {
 			return "", fmt.Errorf("encode revision %d's source: %w", n, err)
 		}
-		patch, err := strategicpatch.CreateTwoWayMergePatch(latest, older, argov1alpha1.ApplicationSource{})
+		patch, err := strategicpatch.CreateTwoWayMergePatch(latest, older, argoapp.ApplicationSource{})
 		if err != nil {
 			return "", fmt.Errorf("revision %d's source patch: %w", n, err)
 		}
@@ -470,8 +470,8 @@ func (r Renderer) gitRevisionsPatch(fvm *fleetv1alpha1.FleetVirtualMachine, runS
 // kustomize makes every VM of a git source carry the FleetVM and cluster
 // labels, and forces spec.runStrategy over what git says; with revisions,
 // it labels each VM with its cluster's revision.
-func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argov1alpha1.ApplicationSourceKustomize {
-	k := &argov1alpha1.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
+func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1alpha1.GitSource, runStrategy string, held, revisions bool, esc func(string) string) *argoapp.ApplicationSourceKustomize {
+	k := &argoapp.ApplicationSourceKustomize{CommonLabels: map[string]string{}}
 	if o := src.Kustomize; o != nil {
 		k.NamePrefix = esc(o.NamePrefix)
 		for key, v := range o.CommonLabels {
@@ -489,9 +489,9 @@ func (r Renderer) kustomize(fvm *fleetv1alpha1.FleetVirtualMachine, src *fleetv1
 	if held {
 		meta += fmt.Sprintf("  annotations:\n    %s: %q\n", fleetv1alpha1.AnnotationHold, holdParam)
 	}
-	k.Patches = argov1alpha1.KustomizePatches{{
-		Target: &argov1alpha1.KustomizeSelector{KustomizeResId: argov1alpha1.KustomizeResId{
-			KustomizeGvk: argov1alpha1.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
+	k.Patches = []argoapp.KustomizePatch{{
+		Target: &argoapp.KustomizeSelector{KustomizeResID: argoapp.KustomizeResID{
+			KustomizeGvk: argoapp.KustomizeGvk{Group: "kubevirt.io", Kind: "VirtualMachine"},
 		}},
 		Patch: fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\n%sspec:\n  running: null\n  runStrategy: %s\n", meta, runStrategy),
 	}}
@@ -691,14 +691,14 @@ func (r Renderer) pointAtImages(fvm *fleetv1alpha1.FleetVirtualMachine, spec map
 // SyncPolicy is the Applications' sync policy. The namespace is not Argo
 // CD's to create (ensureNamespaces): a first sync may find it missing, so
 // a failed sync is retried with back-off, for as long as it fails.
-func SyncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
-	p := &argov1alpha1.SyncPolicy{
-		Retry: &argov1alpha1.RetryStrategy{Limit: -1, Backoff: &argov1alpha1.Backoff{
+func SyncPolicy(d fleetv1alpha1.Delivery) *argoapp.SyncPolicy {
+	p := &argoapp.SyncPolicy{
+		Retry: &argoapp.RetryStrategy{Limit: -1, Backoff: &argoapp.Backoff{
 			Duration: "5s", Factor: ptr.To(int64(2)), MaxDuration: "3m",
 		}},
 	}
 	if d.SyncMode != fleetv1alpha1.SyncModeManual {
-		p.Automated = &argov1alpha1.SyncPolicyAutomated{
+		p.Automated = &argoapp.SyncPolicyAutomated{
 			Prune:    d.Prune == nil || *d.Prune,
 			SelfHeal: d.SelfHeal == nil || *d.SelfHeal,
 		}
@@ -722,7 +722,7 @@ func SyncPolicy(d fleetv1alpha1.Delivery) *argov1alpha1.SyncPolicy {
 // RespectIgnoreDifferences stays off: Argo CD applies with a three-way
 // merge, which keeps what KubeVirt filled in, and with it on a changed
 // value in git would never be applied to an existing VM.
-func KubevirtFilledFields(vm map[string]any) []argov1alpha1.ResourceIgnoreDifferences {
+func KubevirtFilledFields(vm map[string]any) []argoapp.ResourceIgnoreDifferences {
 	var pointers []string
 	for _, p := range kubevirtFilledPointers {
 		if !hasPointer(vm, p) {
@@ -732,7 +732,7 @@ func KubevirtFilledFields(vm map[string]any) []argov1alpha1.ResourceIgnoreDiffer
 	if len(pointers) == 0 {
 		return nil
 	}
-	return []argov1alpha1.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
+	return []argoapp.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
 }
 
 // pointerUnescaper decodes a JSON pointer's token (RFC 6901). Built once:

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/diskimage"
 )
 
@@ -29,12 +29,12 @@ func TestKubevirtFilledFields(t *testing.T) {
 		"/spec/instancetype/revisionName",
 		"/spec/preference/revisionName",
 	}
-	ignore := func(pointers ...string) []argov1alpha1.ResourceIgnoreDifferences {
-		return []argov1alpha1.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
+	ignore := func(pointers ...string) []argoapp.ResourceIgnoreDifferences {
+		return []argoapp.ResourceIgnoreDifferences{{Group: "kubevirt.io", Kind: "VirtualMachine", JSONPointers: pointers}}
 	}
 	cases := map[string]struct {
 		vm   string // the VM definition; empty: a git source, unknown
-		want []argov1alpha1.ResourceIgnoreDifferences
+		want []argoapp.ResourceIgnoreDifferences
 	}{
 		"git source: every field KubeVirt fills in": {want: ignore(all...)},
 		"template setting none of them": {
@@ -124,7 +124,7 @@ func TestApplicationTemplateIgnoresKubevirtFields(t *testing.T) {
 			if name == "inline" && ignored["/spec/template/spec/domain/machine/type"] {
 				t.Errorf("the template sets the machine type, yet it is left out of the diff")
 			}
-			if app.SyncPolicy.SyncOptions.HasOption("RespectIgnoreDifferences=true") {
+			if slices.Contains(app.SyncPolicy.SyncOptions, "RespectIgnoreDifferences=true") {
 				t.Errorf("sync options %v: a changed value in the source would never reach an existing VM", app.SyncPolicy.SyncOptions)
 			}
 		})
@@ -141,7 +141,7 @@ func TestApplicationSetHoldsAMovingCopy(t *testing.T) {
 		Spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
 			Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{}}}}}`)}},
 	}
-	elements := func(a *argov1alpha1.ApplicationSet) []map[string]string {
+	elements := func(a *argoapp.ApplicationSet) []map[string]string {
 		var out []map[string]string
 		for _, e := range a.Spec.Generators[0].List.Elements {
 			m := map[string]string{}
@@ -173,7 +173,7 @@ func TestApplicationSetHoldsAMovingCopy(t *testing.T) {
 		t.Fatalf("elements with a hold (-want +got):\n%s", diff)
 	}
 	params := held.Spec.Template.Spec.Source.Helm.Parameters
-	wantParams := []argov1alpha1.HelmParameter{{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, {Name: "hold", Value: "{{.hold}}", ForceString: true}}
+	wantParams := []argoapp.HelmParameter{{Name: "vm.spec.runStrategy", Value: "{{.runStrategy}}"}, {Name: "hold", Value: "{{.hold}}", ForceString: true}}
 	if diff := cmp.Diff(wantParams, params[len(params)-2:]); diff != "" {
 		t.Fatalf("run strategy and hold parameters (-want +got):\n%s", diff)
 	}
@@ -206,7 +206,7 @@ func TestApplicationSetImportsTheMovingDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 	params := a.Spec.Template.Spec.Source.Helm.Parameters
-	if diff := cmp.Diff(argov1alpha1.HelmParameter{Name: "dataVolumeTemplates", Value: "{{.dataVolumeTemplates}}", ForceString: true}, params[len(params)-1]); diff != "" {
+	if diff := cmp.Diff(argoapp.HelmParameter{Name: "dataVolumeTemplates", Value: "{{.dataVolumeTemplates}}", ForceString: true}, params[len(params)-1]); diff != "" {
 		t.Fatalf("dataVolumeTemplates parameter (-want +got):\n%s", diff)
 	}
 	var els []map[string]string
@@ -284,7 +284,7 @@ func TestApplicationSetRevisions(t *testing.T) {
 		t.Errorf("elements (-want +got):\n%s", diff)
 	}
 	helm := a.Spec.Template.Spec.Source.Helm
-	if !slices.Contains(helm.Parameters, argov1alpha1.HelmParameter{Name: "revision", Value: "{{.revision}}", ForceString: true}) {
+	if !slices.Contains(helm.Parameters, argoapp.HelmParameter{Name: "revision", Value: "{{.revision}}", ForceString: true}) {
 		t.Errorf("no revision parameter in %v", helm.Parameters)
 	}
 	var values struct {

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // The annotations set on the hub's cached copy of an ApplicationSet only
@@ -34,25 +34,25 @@ const (
 // are never read. A hub of 10,000 FleetVirtualMachines holds 10,000
 // ApplicationSets.
 func TrimApplicationSet(obj any) (any, error) {
-	appSet, ok := obj.(*argov1alpha1.ApplicationSet)
+	appSet, ok := obj.(*argoapp.ApplicationSet)
 	if !ok {
 		return obj, nil
 	}
 	appSet.ManagedFields = nil
-	var kept []argov1alpha1.ApplicationSetCondition
+	var kept []argoapp.ApplicationSetCondition
 	for _, c := range appSet.Status.Conditions {
-		if c.Type == argov1alpha1.ApplicationSetConditionErrorOccurred {
-			kept = append(kept, argov1alpha1.ApplicationSetCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		if c.Type == argoapp.ApplicationSetConditionErrorOccurred {
+			kept = append(kept, argoapp.ApplicationSetCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 		}
 	}
-	appSet.Status = argov1alpha1.ApplicationSetStatus{Conditions: kept}
+	appSet.Status = argoapp.ApplicationSetStatus{Conditions: kept}
 	digest, err := SpecDigest(&appSet.Spec)
 	if err != nil {
 		// Not expected of a decoded object; keep the spec then.
 		return appSet, nil //nolint:nilerr // the whole object is the safe fallback
 	}
 	targets := strings.Join(Targets(appSet), ",")
-	appSet.Spec = argov1alpha1.ApplicationSetSpec{}
+	appSet.Spec = argoapp.ApplicationSetSpec{}
 	annotations := make(map[string]string, len(appSet.Annotations)+2)
 	maps.Copy(annotations, appSet.Annotations)
 	annotations[SpecDigestAnnotation] = digest
@@ -65,7 +65,7 @@ func TrimApplicationSet(obj any) (any, error) {
 // render it or as the API server returned it: equal digests, equal specs.
 // The renderer writes the JSON it embeds (list elements, Helm values) with
 // sorted keys, as the API server stores it.
-func SpecDigest(spec *argov1alpha1.ApplicationSetSpec) (string, error) {
+func SpecDigest(spec *argoapp.ApplicationSetSpec) (string, error) {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return "", err
@@ -77,7 +77,7 @@ func SpecDigest(spec *argov1alpha1.ApplicationSetSpec) (string, error) {
 // cachedTargets are the targets a trimmed cached copy keeps
 // (CachedTargetsAnnotation); ok is false for a copy that was never
 // trimmed.
-func cachedTargets(appSet *argov1alpha1.ApplicationSet) (targets []string, ok bool) {
+func cachedTargets(appSet *argoapp.ApplicationSet) (targets []string, ok bool) {
 	v, ok := appSet.Annotations[CachedTargetsAnnotation]
 	if !ok || v == "" {
 		return nil, ok
@@ -92,7 +92,7 @@ func cachedTargets(appSet *argov1alpha1.ApplicationSet) (targets []string, ok bo
 // without the cache's annotations is returned. Otherwise ok is false: the
 // spec differs from want's (a change FleetVM makes, or someone's edit)
 // and the caller reads the whole object from the API server to compare.
-func FullApplicationSet(got *argov1alpha1.ApplicationSet, want *argov1alpha1.ApplicationSetSpec) (full *argov1alpha1.ApplicationSet, ok bool) {
+func FullApplicationSet(got *argoapp.ApplicationSet, want *argoapp.ApplicationSetSpec) (full *argoapp.ApplicationSet, ok bool) {
 	digest, trimmed := got.Annotations[SpecDigestAnnotation]
 	if !trimmed {
 		return got, true

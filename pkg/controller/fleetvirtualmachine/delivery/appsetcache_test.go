@@ -12,12 +12,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
-// asStored is appSet as a client reads it back from the API server: the
-// server keeps a custom resource as JSON objects (keys sorted, what it
-// does not know pruned) and the client decodes that into the Go type.
-func asStored(t *testing.T, appSet *argov1alpha1.ApplicationSet) *argov1alpha1.ApplicationSet {
+// asStored is appSet as the hub reads it back from the API server, with
+// the status Argo CD's ApplicationSet controller wrote (status, in Argo
+// CD's type): the server keeps a custom resource as JSON objects (keys
+// sorted, what it does not know pruned) and the hub decodes that into its
+// type.
+func asStored(t *testing.T, appSet *argoapp.ApplicationSet, status argov1alpha1.ApplicationSetStatus) *argoapp.ApplicationSet {
 	t.Helper()
 	data, err := json.Marshal(appSet)
 	if err != nil {
@@ -27,10 +30,18 @@ func asStored(t *testing.T, appSet *argov1alpha1.ApplicationSet) *argov1alpha1.A
 	if err := json.Unmarshal(data, &stored); err != nil {
 		t.Fatal(err)
 	}
+	if data, err = json.Marshal(status); err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	stored["status"] = st
 	if data, err = json.Marshal(stored); err != nil {
 		t.Fatal(err)
 	}
-	out := &argov1alpha1.ApplicationSet{}
+	out := &argoapp.ApplicationSet{}
 	if err := json.Unmarshal(data, out); err != nil {
 		t.Fatal(err)
 	}
@@ -69,21 +80,22 @@ func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want.Status.Conditions = []argov1alpha1.ApplicationSetCondition{
-				{Type: argov1alpha1.ApplicationSetConditionResourcesUpToDate, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: "ApplicationSetUpToDate", Message: "All applications have been generated successfully"},
-				{Type: argov1alpha1.ApplicationSetConditionErrorOccurred, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: argov1alpha1.ApplicationSetReasonApplicationValidationError, Message: "cluster prod-b not found"},
-			}
-			want.Status.Resources = []argov1alpha1.ResourceStatus{{Kind: "Application", Name: "web.prod-a", Status: "Synced"}}
-			stored := asStored(t, want)
+			stored := asStored(t, want, argov1alpha1.ApplicationSetStatus{
+				Conditions: []argov1alpha1.ApplicationSetCondition{
+					{Type: argov1alpha1.ApplicationSetConditionResourcesUpToDate, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: "ApplicationSetUpToDate", Message: "All applications have been generated successfully"},
+					{Type: argov1alpha1.ApplicationSetConditionErrorOccurred, Status: argov1alpha1.ApplicationSetConditionStatusTrue, Reason: argov1alpha1.ApplicationSetReasonApplicationValidationError, Message: "cluster prod-b not found"},
+				},
+				Resources: []argov1alpha1.ResourceStatus{{Kind: "Application", Name: "web.prod-a", Status: "Synced"}},
+			})
 			obj, err := TrimApplicationSet(stored.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
-			cached := obj.(*argov1alpha1.ApplicationSet)
-			if !cmp.Equal(cached.Spec, argov1alpha1.ApplicationSetSpec{}) {
+			cached := obj.(*argoapp.ApplicationSet)
+			if !cmp.Equal(cached.Spec, argoapp.ApplicationSetSpec{}) {
 				t.Errorf("the cached copy keeps its spec: %+v", cached.Spec)
 			}
-			if cached.Status.Resources != nil || len(cached.Status.Conditions) != 1 || !SetAside(cached) {
+			if len(cached.Status.Conditions) != 1 || !SetAside(cached) {
 				t.Errorf("cached status %+v, want only the ErrorOccurred condition, still read as set aside", cached.Status)
 			}
 			if diff := cmp.Diff(Targets(stored), Targets(cached)); diff != "" || len(Targets(cached)) != len(tc.targets) {
@@ -104,15 +116,15 @@ func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
 				t.Errorf("giving back the full copy took the annotation off the cached copy")
 			}
 
-			for what, change := range map[string]func(*argov1alpha1.ApplicationSetSpec){
-				"template": func(s *argov1alpha1.ApplicationSetSpec) { s.Template.Spec.Destination.Namespace = "elsewhere" },
-				"targets": func(s *argov1alpha1.ApplicationSetSpec) {
+			for what, change := range map[string]func(*argoapp.ApplicationSetSpec){
+				"template": func(s *argoapp.ApplicationSetSpec) { s.Template.Spec.Destination.Namespace = "elsewhere" },
+				"targets": func(s *argoapp.ApplicationSetSpec) {
 					s.Generators[0].List.Elements = append(s.Generators[0].List.Elements, apiextensionsv1.JSON{Raw: []byte(`{"environment":"prod","name":"prod-c"}`)})
 				},
-				"sync policy":     func(s *argov1alpha1.ApplicationSetSpec) { s.SyncPolicy.PreserveResourcesOnDeletion = false },
-				"differences":     func(s *argov1alpha1.ApplicationSetSpec) { s.IgnoreApplicationDifferences = nil },
-				"template patch":  func(s *argov1alpha1.ApplicationSetSpec) { s.TemplatePatch = ptr.To("{}") },
-				"go template off": func(s *argov1alpha1.ApplicationSetSpec) { s.GoTemplate = false },
+				"sync policy":     func(s *argoapp.ApplicationSetSpec) { s.SyncPolicy.PreserveResourcesOnDeletion = false },
+				"differences":     func(s *argoapp.ApplicationSetSpec) { s.IgnoreApplicationDifferences = nil },
+				"template patch":  func(s *argoapp.ApplicationSetSpec) { s.TemplatePatch = ptr.To("{}") },
+				"go template off": func(s *argoapp.ApplicationSetSpec) { s.GoTemplate = false },
 			} {
 				changed := want.Spec.DeepCopy()
 				change(changed)
@@ -127,9 +139,9 @@ func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
 // TestFullApplicationSetOfAnUntrimmedCopy: an ApplicationSet read past the
 // cache (a test's client, the API server) is compared as it is.
 func TestFullApplicationSetOfAnUntrimmedCopy(t *testing.T) {
-	got := &argov1alpha1.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "argocd"}}
+	got := &argoapp.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "argocd"}}
 	got.Spec.Template.Spec.Project = "p"
-	full, ok := FullApplicationSet(got, &argov1alpha1.ApplicationSetSpec{})
+	full, ok := FullApplicationSet(got, &argoapp.ApplicationSetSpec{})
 	if !ok || full != got {
 		t.Errorf("FullApplicationSet of an untrimmed copy = %v, %v; want it back as it is", full, ok)
 	}

@@ -3,9 +3,6 @@ package delivery
 import (
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
-
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/pkg/controller/fleetvirtualmachine/status"
 )
@@ -23,8 +20,8 @@ func StateOf(app *argoapp.Application) status.AppState {
 	// and what it says of each resource that failed (such as "resource
 	// rbac.authorization.k8s.io:ClusterRoleBinding is not permitted in
 	// project ...").
-	if op := app.Status.OperationState; op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError ||
-		op.Phase == synccommon.OperationRunning && op.RetryCount > 0) {
+	if op := app.Status.OperationState; op != nil && (op.Phase == argoapp.OperationFailed || op.Phase == argoapp.OperationError ||
+		op.Phase == argoapp.OperationRunning && op.RetryCount > 0) {
 		msg := "sync " + strings.ToLower(string(op.Phase)) + ": " + op.Message
 		if op.SyncResult != nil {
 			for _, res := range op.SyncResult.Resources {
@@ -49,7 +46,7 @@ func StateOf(app *argoapp.Application) status.AppState {
 // invalid is not deleted.
 func RemovalBlocked(app *argoapp.Application) string {
 	for _, c := range app.Status.Conditions {
-		if c.Type == argov1alpha1.ApplicationConditionInvalidSpecError {
+		if c.Type == argoapp.ApplicationConditionInvalidSpecError {
 			return "Argo CD reports the Application invalid (" + c.Message + ")"
 		}
 	}

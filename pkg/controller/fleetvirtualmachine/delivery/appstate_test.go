@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
+	"github.com/fleetvm/fleetvm/pkg/argoapp/argoapptest"
 )
 
 // TestStateOfCachedApplication: what the hub's cache holds of an Argo CD
@@ -57,7 +58,7 @@ func TestStateOfCachedApplication(t *testing.T) {
 			},
 		},
 	}
-	app, err := argoapp.FromArgo(full)
+	app, err := argoapptest.FromArgo(full)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/argo/normalizers"
 	"github.com/argoproj/gitops-engine/pkg/diff"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,11 +36,11 @@ func TestArgoCDDiffOfAVMKubeVirtFilledIn(t *testing.T) {
 	if err := json.Unmarshal([]byte(desired), &def); err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := normalizers.NewIgnoreNormalizer(KubevirtFilledFields(def), nil, normalizers.IgnoreNormalizerOpts{})
+	shipped, err := normalizers.NewIgnoreNormalizer(*asArgo[[]argov1alpha1.ResourceIgnoreDifferences](t, KubevirtFilledFields(def)), nil, normalizers.IgnoreNormalizerOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	forGit, err := normalizers.NewIgnoreNormalizer(KubevirtFilledFields(nil), nil, normalizers.IgnoreNormalizerOpts{})
+	forGit, err := normalizers.NewIgnoreNormalizer(*asArgo[[]argov1alpha1.ResourceIgnoreDifferences](t, KubevirtFilledFields(nil)), nil, normalizers.IgnoreNormalizerOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 	"github.com/fleetvm/fleetvm/test/appsetwrite"
 )
 
@@ -93,7 +94,7 @@ func TestArgoCDLeavesARemovedApplicationToFleetVM(t *testing.T) {
 			tc.removing(app)
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(app).Build()
 
-			if _, err := appsetwrite.Application(ctx, c, appSet, *generated.DeepCopy()); err != nil {
+			if _, err := appsetwrite.Application(ctx, c, asArgo[argov1alpha1.ApplicationSet](t, appSet), *generated.DeepCopy()); err != nil {
 				t.Fatalf("Argo CD's write: %v", err)
 			}
 			var got want
@@ -115,8 +116,9 @@ func TestArgoCDLeavesARemovedApplicationToFleetVM(t *testing.T) {
 // generate renders the ApplicationSet's one Application with Argo CD's
 // template renderer, from its list generator's one element, as the
 // ApplicationSet controller does.
-func generate(t *testing.T, appSet *argov1alpha1.ApplicationSet) *argov1alpha1.Application {
+func generate(t *testing.T, hubs *argoapp.ApplicationSet) *argov1alpha1.Application {
 	t.Helper()
+	appSet := asArgo[argov1alpha1.ApplicationSet](t, hubs)
 	elements := appSet.Spec.Generators[0].List.Elements
 	if len(elements) != 1 {
 		t.Fatalf("%d elements, want 1", len(elements))

@@ -16,13 +16,15 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
+	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
 // generateSources runs Argo CD's own ApplicationSet rendering (the list
 // generator, the Go template, the templatePatch) and returns each
 // cluster's Application source.
-func generateSources(t *testing.T, appSet *argov1alpha1.ApplicationSet) map[string]*argov1alpha1.ApplicationSource {
+func generateSources(t *testing.T, hubs *argoapp.ApplicationSet) map[string]*argov1alpha1.ApplicationSource {
 	t.Helper()
+	appSet := asArgo[argov1alpha1.ApplicationSet](t, hubs)
 	gens := map[string]generators.Generator{"List": generators.NewListGenerator()}
 	apps, _, err := appsettemplate.GenerateApplications(log.NewEntry(log.StandardLogger()), *appSet, gens, &utils.Render{}, nil)
 	if err != nil {

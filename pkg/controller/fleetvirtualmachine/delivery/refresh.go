@@ -3,8 +3,6 @@ package delivery
 import (
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
@@ -30,11 +28,11 @@ const (
 
 // SetAside tells whether Argo CD reports, in the ApplicationSet's status,
 // that it set aside an Application it could not make.
-func SetAside(appSet *argov1alpha1.ApplicationSet) bool {
+func SetAside(appSet *argoapp.ApplicationSet) bool {
 	for _, c := range appSet.Status.Conditions {
-		if c.Type == argov1alpha1.ApplicationSetConditionErrorOccurred {
-			return c.Status == argov1alpha1.ApplicationSetConditionStatusTrue &&
-				c.Reason == argov1alpha1.ApplicationSetReasonApplicationValidationError
+		if c.Type == argoapp.ApplicationSetConditionErrorOccurred {
+			return c.Status == argoapp.ApplicationSetConditionStatusTrue &&
+				c.Reason == argoapp.ApplicationSetReasonApplicationValidationError
 		}
 	}
 	return false

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
 
@@ -45,20 +43,20 @@ func TestNextRefresh(t *testing.T) {
 // TestSetAside: only Argo CD's ErrorOccurred condition for an Application
 // it could not validate counts.
 func TestSetAside(t *testing.T) {
-	cond := func(status argov1alpha1.ApplicationSetConditionStatus, reason string) *argov1alpha1.ApplicationSet {
-		return &argov1alpha1.ApplicationSet{Status: argov1alpha1.ApplicationSetStatus{Conditions: []argov1alpha1.ApplicationSetCondition{
-			{Type: argov1alpha1.ApplicationSetConditionResourcesUpToDate, Status: argov1alpha1.ApplicationSetConditionStatusFalse},
-			{Type: argov1alpha1.ApplicationSetConditionErrorOccurred, Status: status, Reason: reason},
+	cond := func(status string, reason string) *argoapp.ApplicationSet {
+		return &argoapp.ApplicationSet{Status: argoapp.ApplicationSetStatus{Conditions: []argoapp.ApplicationSetCondition{
+			{Type: "ResourcesUpToDate", Status: "False"},
+			{Type: argoapp.ApplicationSetConditionErrorOccurred, Status: status, Reason: reason},
 		}}}
 	}
 	cases := map[string]struct {
-		appSet *argov1alpha1.ApplicationSet
+		appSet *argoapp.ApplicationSet
 		want   bool
 	}{
-		"no status":     {&argov1alpha1.ApplicationSet{}, false},
-		"set aside":     {cond(argov1alpha1.ApplicationSetConditionStatusTrue, argov1alpha1.ApplicationSetReasonApplicationValidationError), true},
-		"error over":    {cond(argov1alpha1.ApplicationSetConditionStatusFalse, argov1alpha1.ApplicationSetReasonApplicationSetUpToDate), false},
-		"another error": {cond(argov1alpha1.ApplicationSetConditionStatusTrue, argov1alpha1.ApplicationSetReasonCreateApplicationError), false},
+		"no status":     {&argoapp.ApplicationSet{}, false},
+		"set aside":     {cond(argoapp.ApplicationSetConditionStatusTrue, argoapp.ApplicationSetReasonApplicationValidationError), true},
+		"error over":    {cond("False", "ApplicationSetUpToDate"), false},
+		"another error": {cond(argoapp.ApplicationSetConditionStatusTrue, "CreateApplicationError"), false},
 	}
 	for name, tc := range cases {
 		if got := SetAside(tc.appSet); got != tc.want {
