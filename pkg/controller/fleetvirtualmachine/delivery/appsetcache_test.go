@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
@@ -54,25 +53,7 @@ func asStored(t *testing.T, appSet *argoapp.ApplicationSet, status argov1alpha1.
 // wrote holds what it renders (so nothing is written, nothing read
 // again) and that one rendered otherwise does not.
 func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
-	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
-	inline := fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
-		Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"metadata":{"labels":{"app":"a<b>&c"}},` +
-			`"spec":{"domain":{"cpu":{"cores":2},"memory":{"guest":"1.5Gi"},"firmware":{"serial":"S-1"}},"volumes":[{"name":"root","containerDisk":{"image":"quay.io/containerdisks/fedora:41"}}]}}}}`)}}
-	cases := map[string]struct {
-		spec    fleetv1alpha1.FleetVirtualMachineSpec
-		targets []Target
-	}{
-		"inline template":                 {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}}},
-		"inline template, no target left": {spec: inline},
-		"inline template, a move holding a copy": {spec: inline, targets: []Target{
-			{Name: "prod-a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}, {Name: "prod-b", Environment: "prod"}}},
-		"git kustomize": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyManual,
-			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "v1.2"}},
-			targets: []Target{{Name: "edge-1", Environment: "edge"}}},
-		"git helm": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
-			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "chart", Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-{{environment}}.yaml"}, Values: "replicas: 1\n"}}},
-			targets: []Target{{Name: "prod-a", Environment: "prod"}}},
-	}
+	r, cases := everyKindOfApplicationSet()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}, Spec: tc.spec}

@@ -64,28 +64,7 @@ func reflectNew(v any) any {
 // written back by it unchanged. The other tests of this package run Argo
 // CD's own rendering and diffing on what asArgo gives.
 func TestApplicationSetIsArgoCDs(t *testing.T) {
-	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
-	inline := fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
-		Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"cpu":{"cores":2}}}}}}`)}}
-	git := &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "v1.2",
-		Kustomize: &fleetv1alpha1.KustomizeOptions{NamePrefix: "team-", CommonLabels: map[string]string{"tier": "web"}}}
-	cases := map[string]struct {
-		spec    fleetv1alpha1.FleetVirtualMachineSpec
-		targets []Target
-	}{
-		"chart":              {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}}},
-		"chart, a copy held": {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}}},
-		"chart, manual sync": {spec: func() fleetv1alpha1.FleetVirtualMachineSpec {
-			s := inline
-			s.Delivery.SyncMode = fleetv1alpha1.SyncModeManual
-			return s
-		}()},
-		"git kustomize":       {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyManual, Source: git}, targets: []Target{{Name: "edge-1", Environment: "edge"}}},
-		"git kustomize, held": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways, Source: git}, targets: []Target{{Name: "edge-1", Environment: "edge", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}}},
-		"git helm": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
-			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "chart", Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-{{environment}}.yaml"}, Values: "replicas: 1\n"}}},
-			targets: []Target{{Name: "prod-a", Environment: "prod"}}},
-	}
+	r, cases := everyKindOfApplicationSet()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			fvm := &fleetv1alpha1.FleetVirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}, Spec: tc.spec}
@@ -98,5 +77,42 @@ func TestApplicationSetIsArgoCDs(t *testing.T) {
 				t.Errorf("Argo CD reads project %q and generators %+v", argo.Spec.Template.Spec.Project, argo.Spec.Generators)
 			}
 		})
+	}
+}
+
+// appSetCase is a FleetVirtualMachine's spec and the clusters it is
+// delivered to: one kind of ApplicationSet FleetVM renders.
+type appSetCase struct {
+	spec    fleetv1alpha1.FleetVirtualMachineSpec
+	targets []Target
+}
+
+// everyKindOfApplicationSet are the kinds of ApplicationSet FleetVM
+// renders: an inline template (the fleetvm-vm chart) on clusters, on
+// none, with a copy a move holds, with a manual sync; a git source with
+// kustomize, its options, a held copy; a git source with Helm.
+func everyKindOfApplicationSet() (Renderer, map[string]appSetCase) {
+	r := Renderer{ArgoNamespace: "argocd", ImageNamespace: "fleetvm-images", Chart: ChartSource{RepoURL: "https://example.com/fleetvm.git", Path: "deploy/charts/fleetvm-vm", TargetRevision: "main"}}
+	inline := fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+		Template: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"metadata":{"labels":{"app":"a<b>&c"}},` +
+			`"spec":{"domain":{"cpu":{"cores":2},"memory":{"guest":"1.5Gi"},"firmware":{"serial":"S-1"}},"volumes":[{"name":"root","containerDisk":{"image":"quay.io/containerdisks/fedora:41"}}]}}}}`)}}
+	manual := inline
+	manual.Delivery.SyncMode = fleetv1alpha1.SyncModeManual
+	kustomize := &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "v1.2",
+		Kustomize: &fleetv1alpha1.KustomizeOptions{NamePrefix: "team-", CommonLabels: map[string]string{"tier": "web"}}}
+	held := Target{Name: "prod-a", Environment: "prod", RunStrategy: fleetv1alpha1.RunStrategyHalted, Hold: "uid-m1.Switching"}
+	return r, map[string]appSetCase{
+		"inline template":                        {spec: inline, targets: []Target{{Name: "prod-a", Environment: "prod"}, {Name: "prod-b", Environment: "prod"}}},
+		"inline template, no target left":        {spec: inline},
+		"inline template, a move holding a copy": {spec: inline, targets: []Target{held, {Name: "prod-b", Environment: "prod"}}},
+		"inline template, manual sync":           {spec: manual, targets: []Target{{Name: "prod-a", Environment: "prod"}}},
+		"git kustomize": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyManual,
+			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "vm/{{environment}}", TargetRevision: "v1.2"}},
+			targets: []Target{{Name: "edge-1", Environment: "edge"}}},
+		"git kustomize with options, a copy held": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways, Source: kustomize},
+			targets: []Target{held}},
+		"git helm": {spec: fleetv1alpha1.FleetVirtualMachineSpec{RunStrategy: fleetv1alpha1.RunStrategyAlways,
+			Source: &fleetv1alpha1.GitSource{RepoURL: "https://git.example/vms.git", Path: "chart", Helm: &fleetv1alpha1.HelmOptions{ValueFiles: []string{"values-{{environment}}.yaml"}, Values: "replicas: 1\n"}}},
+			targets: []Target{{Name: "prod-a", Environment: "prod"}}},
 	}
 }
