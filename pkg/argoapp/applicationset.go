@@ -21,6 +21,10 @@ type ApplicationSet struct {
 
 	Spec   ApplicationSetSpec   `json:"spec"`
 	Status ApplicationSetStatus `json:"status,omitempty"`
+
+	// held is what a cached copy keeps in place of its spec and of its
+	// label and annotation maps (Hold); zero for any other copy.
+	held heldSet
 }
 
 // ApplicationSetList is a list of ApplicationSets.

@@ -88,6 +88,14 @@ func internStrings(obj any) any {
 			st.Conditions[i].Type = t.String(st.Conditions[i].Type)
 			st.Conditions[i].Message = t.String(st.Conditions[i].Message)
 		}
+		// Argo CD keeps its last sync's phase and message ("successfully
+		// synced (all tasks run)") on every Application it synced.
+		if op := st.OperationState; op != nil {
+			op.Phase = intern.Value(t, op.Phase)
+			op.Message = t.String(op.Message)
+		}
+	case *argoapp.ApplicationSet:
+		o.ShareHeld(t.String)
 	case *clusterv1beta1.PlacementDecision:
 		for i := range o.Status.Decisions {
 			d := &o.Status.Decisions[i]

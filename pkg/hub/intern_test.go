@@ -113,8 +113,9 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "fvm-bench.vm-1.cluster-0002", Namespace: "argocd", Labels: map[string]string{fleetv1alpha1.LabelFleetVMName: "vm-1"}},
 		Spec:       argov1alpha1.ApplicationSpec{Project: "fleetvm-bench"},
 		Status: argov1alpha1.ApplicationStatus{
-			Sync:   argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced},
-			Health: argov1alpha1.AppHealthStatus{Status: "Healthy"},
+			Sync:           argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced},
+			Health:         argov1alpha1.AppHealthStatus{Status: "Healthy"},
+			OperationState: &argov1alpha1.OperationState{Phase: "Succeeded", Message: "successfully synced (all tasks run)"},
 		},
 	}
 	aa, ab := cached(t, decodedApplication(t, app)).(*argoapp.Application), cached(t, decodedApplication(t, app)).(*argoapp.Application)
@@ -126,8 +127,10 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 	}
 	for name, pair := range map[string][2]string{
 		"project": {aa.Spec.Project, ab.Spec.Project}, "sync": {string(aa.Status.Sync.Status), string(ab.Status.Sync.Status)},
-		"health": {string(aa.Status.Health.Status), string(ab.Status.Health.Status)},
-		"label":  {aa.Label(fleetv1alpha1.LabelFleetVMName), ab.Label(fleetv1alpha1.LabelFleetVMName)},
+		"health":            {string(aa.Status.Health.Status), string(ab.Status.Health.Status)},
+		"label":             {aa.Label(fleetv1alpha1.LabelFleetVMName), ab.Label(fleetv1alpha1.LabelFleetVMName)},
+		"operation phase":   {string(aa.Status.OperationState.Phase), string(ab.Status.OperationState.Phase)},
+		"operation message": {aa.Status.OperationState.Message, ab.Status.OperationState.Message},
 	} {
 		if !same(pair[0], pair[1]) {
 			t.Errorf("Application %s: two copies of %q", name, pair[0])
@@ -135,5 +138,29 @@ func TestCacheTransformsShareRepeatedStrings(t *testing.T) {
 	}
 	if same(aa.Name, ab.Name) {
 		t.Error("Application names were interned: they are unique per object")
+	}
+
+	// ApplicationSets: held (delivery.TrimApplicationSet), their labels'
+	// keys and values and their annotations' keys shared; an annotation
+	// value, one per object, only with the object's own name.
+	appSet := &argoapp.ApplicationSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "fvm-bench.vm-1", Namespace: "argocd",
+			Labels:      map[string]string{fleetv1alpha1.LabelFleetVMNamespace: "bench"},
+			Annotations: map[string]string{"fleetvm.io/placement": "fvm-bench.vm-1", "fleetvm.io/generated-hash": "0123456789abcdef"},
+		},
+	}
+	sa, sb := cached(t, decoded(t, appSet)).(*argoapp.ApplicationSet), cached(t, decoded(t, appSet)).(*argoapp.ApplicationSet)
+	if !reflect.DeepEqual(sa.GetLabels(), appSet.Labels) || !reflect.DeepEqual(sa.GetAnnotations(), appSet.Annotations) {
+		t.Errorf("cached ApplicationSet's labels %v, annotations %v; want %v, %v", sa.GetLabels(), sa.GetAnnotations(), appSet.Labels, appSet.Annotations)
+	}
+	if !same(sa.Label(fleetv1alpha1.LabelFleetVMNamespace), sb.Label(fleetv1alpha1.LabelFleetVMNamespace)) {
+		t.Error("ApplicationSet label value: two copies")
+	}
+	if same(sa.Annotation("fleetvm.io/generated-hash"), sb.Annotation("fleetvm.io/generated-hash")) {
+		t.Error("ApplicationSet annotation values were interned: they are one per object")
+	}
+	if !same(sa.Annotation("fleetvm.io/placement"), sa.Name) {
+		t.Error("ApplicationSet: the placement annotation, its own name, is a second copy of the name")
 	}
 }

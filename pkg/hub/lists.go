@@ -31,11 +31,11 @@ import (
 // FleetVirtualMachine, with the resource their List asks for. Each kind's
 // cache transform is idempotent, so running it on the listed items and
 // again as the informer stores them changes nothing
-// (TestItemwiseTransformsIdempotent). Not ApplicationSets: their transform
-// replaces the template by its digest, which a second pass would take of
-// the empty template.
+// (TestItemwiseTransformsIdempotent): an ApplicationSet's leaves a copy
+// it held as it is.
 var itemwiseKinds = map[schema.GroupVersionKind]string{
 	argoapp.GroupVersion.WithKind("Application"):               "applications",
+	argoapp.GroupVersion.WithKind("ApplicationSet"):            "applicationsets",
 	fleetv1alpha1.GroupVersion.WithKind("VMReport"):            "vmreports",
 	fleetv1alpha1.GroupVersion.WithKind("FleetVirtualMachine"): "fleetvirtualmachines",
 }

@@ -8,6 +8,7 @@ import (
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -137,7 +138,22 @@ func TestItemwiseTransformsIdempotent(t *testing.T) {
 		Name: "vm-1", Namespace: "bench", Labels: map[string]string{"app": "web"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}}
-	objs := map[string]client.Object{"Application": application("a"), "VMReport": report(), "FleetVirtualMachine": fvm}
+	appSet := &argoapp.ApplicationSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "fvm-bench.vm-1", Namespace: "argocd",
+			Labels:      map[string]string{fleetv1alpha1.LabelFleetVMName: "vm-1", fleetv1alpha1.LabelFleetVMNamespace: "bench"},
+			Annotations: map[string]string{"fleetvm.io/placement": "fvm-bench.vm-1"},
+		},
+		Spec: argoapp.ApplicationSetSpec{
+			GoTemplate: true,
+			Generators: []argoapp.ApplicationSetGenerator{{List: &argoapp.ListGenerator{Elements: []apiextensionsv1.JSON{{Raw: []byte(`{"environment":"prod","name":"cluster-0001"}`)}}}}},
+		},
+		Status: argoapp.ApplicationSetStatus{Conditions: []argoapp.ApplicationSetCondition{
+			{Type: argoapp.ApplicationSetConditionErrorOccurred, Status: "False", Reason: "ApplicationSetUpToDate"},
+			{Type: "ResourcesUpToDate", Status: "True", Reason: "ApplicationSetUpToDate"},
+		}},
+	}
+	objs := map[string]client.Object{"Application": application("a"), "VMReport": report(), "FleetVirtualMachine": fvm, "ApplicationSet": appSet}
 	for gvk := range itemwiseKinds {
 		obj := objs[gvk.Kind]
 		if obj == nil {

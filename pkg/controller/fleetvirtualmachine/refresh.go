@@ -23,7 +23,7 @@ func (r *Reconciler) refreshIfMissing(ctx context.Context, fvm *fleetv1alpha1.Fl
 	if c := meta.FindStatusCondition(fvm.Status.Conditions, fleetv1alpha1.ConditionDelivered); c != nil && c.Reason == fleetv1alpha1.ReasonApplicationsMissing {
 		since = c.LastTransitionTime.Time
 	}
-	refresh, wait := delivery.NextRefresh(delivery.Targets(appSet), apps, delivery.SetAside(appSet), since, appSet.Annotations[delivery.AnnotationRefreshRequested], now)
+	refresh, wait := delivery.NextRefresh(delivery.Targets(appSet), apps, delivery.SetAside(appSet), since, appSet.Annotation(delivery.AnnotationRefreshRequested), now)
 	if !refresh {
 		return wait, nil
 	}

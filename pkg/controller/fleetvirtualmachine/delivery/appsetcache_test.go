@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetvm/fleetvm/apis/fleetvm/v1alpha1"
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
@@ -93,8 +94,20 @@ func TestTrimmedApplicationSetKnowsItsSpec(t *testing.T) {
 			if diff := cmp.Diff(stored.ObjectMeta, full.ObjectMeta); diff != "" {
 				t.Errorf("metadata given back for the comparison, the cache's annotation still on it? (-stored +given):\n%s", diff)
 			}
-			if _, has := cached.Annotations[SpecDigestAnnotation]; !has {
-				t.Errorf("giving back the full copy took the annotation off the cached copy")
+			if _, _, held := cached.Held(); !held {
+				t.Errorf("giving back the full copy made the cached copy whole")
+			}
+			if cached.Labels != nil || cached.Annotations != nil {
+				t.Errorf("the cached copy keeps its label or annotation map: %v, %v", cached.Labels, cached.Annotations)
+			}
+			if diff := cmp.Diff(stored.Labels, cached.GetLabels()); diff != "" || len(stored.Labels) == 0 {
+				t.Errorf("labels of the cached copy (-stored +cached):\n%s", diff)
+			}
+			if diff := cmp.Diff(stored.Annotations, cached.GetAnnotations()); diff != "" || len(stored.Annotations) == 0 {
+				t.Errorf("annotations of the cached copy (-stored +cached):\n%s", diff)
+			}
+			if key, ok := OwnerKey(cached); !ok || key != client.ObjectKeyFromObject(fvm) {
+				t.Errorf("the cached copy's owner = %v, %v; want %v", key, ok, client.ObjectKeyFromObject(fvm))
 			}
 
 			for what, change := range map[string]func(*argoapp.ApplicationSetSpec){
