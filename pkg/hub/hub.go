@@ -175,6 +175,15 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := fleetdiskimage.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	// The kinds indexed above have their informers from here, and the
+	// cache lists them all at once as it starts; a controller's watch
+	// makes its informer only once those synced. So a restarting hub
+	// listed its ApplicationSets, one per FleetVirtualMachine, alone after
+	// the rest: 7 to 13 s of a restart at 10,000 on 2 cores. Their
+	// informer starts with the others now.
+	if _, err := mgr.GetCache().GetInformer(ctx, &argoapp.ApplicationSet{}, cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("ApplicationSet informer: %w", err)
+	}
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
