@@ -89,8 +89,8 @@ type Options struct {
 // CacheOptions strip managedFields from every cached object: the hub never
 // reads them, and they are often half an object's size. Argo CD
 // Applications are decoded as the hub's view of one (argoapp, see
-// Scheme), of ApplicationSets the metadata and the digest of their spec
-// (delivery.TrimApplicationSet).
+// Scheme), of ApplicationSets the metadata, labels and annotations held
+// without maps, and the digest of their spec (delivery.TrimApplicationSet).
 // FleetVirtualMachines keep their status lists in arrays of their length
 // (trimFleetVM). ConfigMaps are cached only when FleetVM made them (the fleetvm-shapes
 // ConfigMaps), not every ConfigMap of the hub, and in Argo CD's namespace
