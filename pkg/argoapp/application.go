@@ -53,7 +53,7 @@ type Application struct {
 
 	// held is what a cached copy keeps of its labels in place of the
 	// label map (Trim): the ones FleetVM sets.
-	held heldLabels
+	held heldLabels `json:"-"`
 }
 
 // heldLabels are the values of the labels FleetVM sets on the

@@ -23,8 +23,11 @@ type ApplicationSet struct {
 	Status ApplicationSetStatus `json:"status,omitempty"`
 
 	// held is what a cached copy keeps in place of its spec and of its
-	// label and annotation maps (Hold); zero for any other copy.
-	held heldSet
+	// label and annotation maps (Hold); zero for any other copy. No JSON
+	// name: runtime.DefaultUnstructuredConverter, which write.Ensure
+	// compares and hashes with, converts a field without a tag, even an
+	// unexported one.
+	held heldSet `json:"-"`
 }
 
 // ApplicationSetList is a list of ApplicationSets.

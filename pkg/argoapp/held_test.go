@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
 )
@@ -92,5 +93,25 @@ func TestHeldApplicationSet(t *testing.T) {
 	held.SetLabels(map[string]string{"team": "c"})
 	if held.Label("team") != "c" || held.GetLabels()["team"] != "c" {
 		t.Errorf("label map set on a held copy not read: %v", held.GetLabels())
+	}
+}
+
+// TestHeldIsNoField: the unstructured converter (write.Ensure compares and
+// hashes what FleetVM renders with it) finds no field for what a copy
+// holds. With one, the hash of every rendered ApplicationSet changed, and
+// a hub of this tree wrote every ApplicationSet an older hub had written.
+func TestHeldIsNoField(t *testing.T) {
+	held := &argoapp.ApplicationSet{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"k": "v"}}}
+	held.Hold("digest", "a,b")
+	for _, obj := range []runtime.Object{&argoapp.ApplicationSet{}, held, &argoapp.Application{}} {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range u {
+			if k != "metadata" && k != "spec" && k != "status" {
+				t.Errorf("%T converts with a field %q: %v", obj, k, u[k])
+			}
+		}
 	}
 }
