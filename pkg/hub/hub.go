@@ -179,8 +179,9 @@ func SetupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	// cache lists them all at once as it starts; a controller's watch
 	// makes its informer only once those synced. So a restarting hub
 	// listed its ApplicationSets, one per FleetVirtualMachine, alone after
-	// the rest: 7 to 13 s of a restart at 10,000 on 2 cores. Their
-	// informer starts with the others now.
+	// the rest: 7 to 22 s of a restart at 10,000 on 2 cores. Their
+	// informer starts with the others now (on 2 cores the Lists then share
+	// the cores and the restart is steady no sooner; the benchmarks guide).
 	if _, err := mgr.GetCache().GetInformer(ctx, &argoapp.ApplicationSet{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("ApplicationSet informer: %w", err)
 	}
