@@ -138,6 +138,11 @@ func main() {
 			webhookOpts.TLSOpts = append(webhookOpts.TLSOpts, rotator.TLSOpt)
 		}
 
+		// A correlator of bounded memory (hub.EventCacheSize); the
+		// manager does not stop a broadcaster it is given, so it is shut
+		// down here once the manager stopped, sending what is queued.
+		events := hub.EventBroadcaster()
+		defer events.Shutdown()
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 hub.Scheme(),
 			Cache:                  hub.CacheOptions(cfg, c.ArgoNamespace),
@@ -149,6 +154,9 @@ func main() {
 			WebhookServer:          webhook.NewServer(webhookOpts),
 			LeaderElection:         leaderElection,
 			LeaderElectionID:       "fleetvm-hub.fleetvm.io",
+			// Deprecated for managers shorter-lived than their process;
+			// the hub's lives as long.
+			EventBroadcaster: events,
 		})
 		if err != nil {
 			return fmt.Errorf("create manager: %w", err)
