@@ -140,7 +140,7 @@ func main() {
 
 		// A correlator of bounded memory (hub.EventCacheSize); the
 		// manager does not stop a broadcaster it is given, so it is shut
-		// down here once the manager stopped, sending what is queued.
+		// down here once the manager stopped.
 		events := hub.EventBroadcaster()
 		defer events.Shutdown()
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{

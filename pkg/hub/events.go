@@ -13,8 +13,8 @@ import (
 // (Ready) and keeps it for the hub's life, though no FleetVM of those
 // repeats one. The hub emits Events on transitions, not on every
 // reconcile, so what the caches are for (an object repeating an Event
-// within minutes) concerns the few objects changing at a time; 512 keeps
-// 0.4 MiB (TestEventCorrelatorIsBounded).
+// within minutes) concerns the few objects changing at a time; 512 keep
+// 0.7 MiB (TestEventCorrelatorIsBounded).
 const EventCacheSize = 512
 
 // EventCorrelation are the hub's event correlator settings.
@@ -22,7 +22,7 @@ var EventCorrelation = record.CorrelatorOptions{LRUCacheSize: EventCacheSize}
 
 // EventBroadcaster is the hub's event broadcaster, with EventCorrelation.
 // The manager does not stop a broadcaster it is given: its owner shuts it
-// down once the manager stopped, which sends the Events still queued.
+// down once the manager stopped, as the manager shuts down one it made.
 func EventBroadcaster() record.EventBroadcaster {
 	return record.NewBroadcaster(record.WithCorrelatorOptions(EventCorrelation))
 }

@@ -35,7 +35,7 @@ func TestEventCorrelatorIsBounded(t *testing.T) {
 			}
 		}
 		after := heapInUse()
-		return float64(after-before) / (1 << 20), c
+		return float64(int64(after)-int64(before)) / (1 << 20), c
 	}
 
 	defaults, dc := held(record.CorrelatorOptions{})
