@@ -246,6 +246,11 @@ func TestStatus(t *testing.T) {
 	if wrote, err := Status(ctx, c, before, got); err != nil || wrote || *writes != 0 {
 		t.Fatalf("Status with only the spec changed = %v, %v, %d writes; want no write", wrote, err, *writes)
 	}
+	// Unequal as Go values, equal as JSON: no write either.
+	got.Status.Conditions = []corev1.NamespaceCondition{}
+	if wrote, err := Status(ctx, c, before, got); err != nil || wrote || *writes != 0 {
+		t.Fatalf("Status with an empty list for none = %v, %v, %d writes; want no write", wrote, err, *writes)
+	}
 	got.Status.Phase = corev1.NamespaceActive
 	if wrote, err := Status(ctx, c, before, got); err != nil || !wrote {
 		t.Fatalf("Status changed = %v, %v; want a write", wrote, err)
