@@ -119,6 +119,9 @@ func (r *Reconciler) reconcileApplicationSet(ctx context.Context, fvm *fleetv1al
 		// survive, let it go, and recreate it on the next pass.
 		return nil, r.releaseApplicationSet(ctx, fvm, got, nil)
 	}
+	if got != nil && delivery.HoldsRendered(got, want) {
+		return got, nil
+	}
 	if got != nil {
 		if got, err = r.fullApplicationSet(ctx, got, &want.Spec); err != nil {
 			return nil, err
