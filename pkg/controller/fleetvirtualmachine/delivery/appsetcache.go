@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetvm/fleetvm/pkg/argoapp"
-	"github.com/fleetvm/fleetvm/pkg/write"
 )
 
 // TrimApplicationSet is the hub's cache transform for Argo CD
@@ -84,10 +82,11 @@ func cachedTargets(appSet *argoapp.ApplicationSet) (targets []string, ok bool) {
 // HoldsRendered reports whether got, the hub's held cached copy of an
 // ApplicationSet, already holds want, as FleetVM renders it: its spec's
 // digest is want's, and it has every label, annotation, finalizer and
-// owner reference of want's. write.Ensure would write nothing then (it
-// replaces the spec and only adds metadata), but for its own annotation
-// (write.HashAnnotation) where another version of FleetVM wrote it: the
-// next change it writes brings that up to date. Ensure compares the two
+// owner reference of want's (as rendered, without the hash annotation
+// write.Ensure adds). write.Ensure would write nothing then (it replaces
+// the spec and only adds metadata), but for that annotation where another
+// version of FleetVM wrote it: the next change it writes brings it up to
+// date. Ensure compares the two
 // converted to unstructured objects, with the spec made whole
 // (FullApplicationSet): 8 % of what a hub restarting with 5,000
 // FleetVirtualMachines spent until steady. A copy that was never held, or
@@ -103,12 +102,7 @@ func HoldsRendered(got, want *argoapp.ApplicationSet) bool {
 	if !holdsAll(got.GetLabels(), want.Labels) {
 		return false
 	}
-	annotations := want.Annotations
-	if _, ok := annotations[write.HashAnnotation]; ok {
-		annotations = maps.Clone(annotations)
-		delete(annotations, write.HashAnnotation)
-	}
-	if !holdsAll(got.GetAnnotations(), annotations) {
+	if !holdsAll(got.GetAnnotations(), want.Annotations) {
 		return false
 	}
 	for _, f := range want.Finalizers {
