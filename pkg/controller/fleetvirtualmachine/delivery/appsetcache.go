@@ -86,11 +86,10 @@ func cachedTargets(appSet *argoapp.ApplicationSet) (targets []string, ok bool) {
 // write.Ensure adds). write.Ensure would write nothing then (it replaces
 // the spec and only adds metadata), but for that annotation where another
 // version of FleetVM wrote it: the next change it writes brings it up to
-// date. Ensure compares the two
-// converted to unstructured objects, with the spec made whole
-// (FullApplicationSet): 8 % of what a hub restarting with 5,000
-// FleetVirtualMachines spent until steady. A copy that was never held, or
-// that holds less, is for Ensure to compare.
+// date. Ensure compares the two converted to unstructured objects, with
+// the spec made whole (FullApplicationSet): 8 % of what a hub restarting
+// with 5,000 FleetVirtualMachines spent until steady. A copy that was
+// never held, or that holds less, is for Ensure to compare.
 func HoldsRendered(got, want *argoapp.ApplicationSet) bool {
 	digest, _, held := got.Held()
 	if !held {
